@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "twell/activation_summary.hpp"
+#include "twell/checkpoint.hpp"
+#include "twell/matrix.hpp"
+#include "twell/tokens.hpp"
+#include "twell/tracer.hpp"
+
+namespace twell {
+
+enum class FfnPath { Dense, Twell };
+const char* to_string(FfnPath path) noexcept;  ///< "dense", "twell"
+
+/// The machine a backend runs on, as reports and `devices` show it.
+struct DeviceInfo {
+  std::string backend;              ///< "cpu" or "cuda"
+  std::string name;                 ///< GPU name or CPU model
+  std::string compute_capability;   ///< "9.0"; empty on the CPU
+  int multiprocessor_count = 0;     ///< SMs, or CPU threads used
+  std::uint64_t memory_bytes = 0;
+  std::string driver_version;
+  std::string runtime_version;
+  std::string kernel_family;        ///< "hopper-sm90a", "portable-sm80", "cpu-reference"
+};
+
+struct FfnOptions {
+  std::uint32_t compression = 8;   ///< TwELL C: 8, 4 or 2
+  bool highest_precision = false;  ///< all-fp32 up/down products (TwELL)
+};
+
+struct ForwardOptions {
+  FfnPath ffn_path = FfnPath::Dense;
+  FfnOptions ffn;
+  bool capture_statistics = false;  ///< fill ForwardResult::layers[i].summary
+  MapShape map_shape;
+  bool keep_final_hidden = false;   ///< copy the final-normed hidden states to the host
+  bool keep_layer_hidden = false;   ///< copy every layer's output hidden state (tests; small models)
+};
+
+struct LayerCapture {
+  ActivationSummary summary;  ///< from the gate's ReLU mask
+  Matrix hidden_out;          ///< residual stream after the layer, if keep_layer_hidden
+  std::uint64_t overflow_rows = 0;  ///< rows the TwELL FFN recomputed densely (TwELL path)
+};
+
+struct ForwardResult {
+  std::vector<LayerCapture> layers;
+  Matrix final_hidden;  ///< [M, D], if keep_final_hidden
+};
+
+/// Output comparison of two FFN runs on the same input (see core/metrics.hpp).
+struct ErrorMetrics {
+  double rel_frobenius = 0;  ///< ||b - a||_F / ||a||_F
+  double max_abs = 0;
+  double cosine = 1;
+  bool operator==(const ErrorMetrics&) const = default;
+};
+
+/// Called during a forward with the layer index once that layer's FFN input is ready, before
+/// its FFN runs; inside it the caller may run the layer's FFN on that input (run_layer_ffn).
+/// Keeps memory at one layer's activations however many layers are profiled.
+using LayerHook = std::function<void(std::size_t layer)>;
+
+/// Runs a loaded model on one device. Implementations: CpuBackend (core), CudaBackend (kernels).
+/// Every launch group is wrapped in the tracer's tags so timings are attributed to
+/// (layer, path, op, repetition).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceInfo device() const = 0;
+  /// Copies the weights into the backend's layouts (once). The Checkpoint may be closed after.
+  virtual void load(const Checkpoint& checkpoint) = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual Activation activation() const = 0;
+
+  /// The whole backbone (no LM head) on `tokens`. `tracer` may be null. Ops are tagged with
+  /// `base_tag` plus layer and op. `hook`, if set, is called for each layer (see LayerHook).
+  virtual ForwardResult forward(const TokenBatch& tokens, const ForwardOptions& options, Tracer* tracer,
+                                const TraceTag& base_tag, const LayerHook& hook) = 0;
+
+  /// Inside a LayerHook: runs `layer`'s FFN on its current input through `path`, tagged with `tag`
+  /// (its op is filled per launch group). Returns the rows recomputed densely (TwELL overflow).
+  virtual std::uint64_t run_layer_ffn(std::size_t layer, FfnPath path, const FfnOptions& options,
+                                      Tracer* tracer, const TraceTag& tag) = 0;
+  /// Inside a LayerHook, after both paths ran: compares the last outputs of `reference` and
+  /// `candidate`, computed where they live.
+  virtual ErrorMetrics compare_layer_ffn_outputs(FfnPath reference, FfnPath candidate) = 0;
+
+  /// A layer's FFN on an explicit host input [M, D] (tests, ad hoc checks).
+  virtual Matrix ffn(std::size_t layer, const Matrix& input, FfnPath path, const FfnOptions& options) = 0;
+
+  /// The stream/queue its work runs on (cudaStream_t for CUDA; null on the CPU), for tracers.
+  virtual void* native_stream() const { return nullptr; }
+  /// Flushes the L2 cache between timed repetitions where the device has one (no-op on the CPU).
+  virtual void flush_cache() {}
+};
+
+/// The CPU reference backend (threads over the machine's cores).
+std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0);
+
+}  // namespace twell

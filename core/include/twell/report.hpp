@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "twell/backend.hpp"
+#include "twell/sparsity_stats.hpp"
+#include "twell/tracer.hpp"
+
+namespace twell {
+
+inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/report";
+inline constexpr int kReportSchemaMajor = 1;
+inline constexpr int kReportSchemaMinor = 0;
+
+struct TimingStat {
+  double median_us = 0, min_us = 0, max_us = 0;
+  std::uint32_t count = 0;
+  bool operator==(const TimingStat&) const = default;
+};
+
+/// One op of one path in one layer, e.g. ("twell", "gate_pack").
+struct OpTiming {
+  std::string op;
+  TimingStat time;
+  bool operator==(const OpTiming&) const = default;
+};
+
+struct PathTiming {
+  std::string path;               ///< "dense" / "twell"
+  TimingStat total;               ///< per repetition: sum of the path's kernels
+  std::vector<OpTiming> ops;
+  std::uint64_t overflow_rows = 0;  ///< TwELL rows recomputed densely
+  bool operator==(const PathTiming&) const = default;
+};
+
+/// Per kernel name within (layer, path, op).
+struct KernelStat {
+  std::string name;
+  int layer = -1;
+  std::string path, op;
+  TimingStat time;
+  bool operator==(const KernelStat&) const = default;
+};
+
+struct LayerReport {
+  int index = 0;
+  LayerSparsityStats sparsity;
+  std::vector<PathTiming> paths;
+  std::optional<ErrorMetrics> twell_vs_dense;
+  const PathTiming* find_path(const std::string& name) const;
+  /// dense median / TwELL median, when both were timed.
+  std::optional<double> speedup() const;
+  bool operator==(const LayerReport&) const = default;
+};
+
+struct EndToEndPath {
+  std::string path;
+  TimingStat forward;         ///< whole backbone forward, per repetition
+  double tokens_per_ms = 0;   ///< tokens / median forward time
+  bool operator==(const EndToEndPath&) const = default;
+};
+
+struct ModelSummary {
+  std::string source;          ///< checkpoint directory, or "demo"
+  ModelConfig config;
+  ActivationChoice activation;
+  std::uint64_t parameters = 0;
+  bool operator==(const ModelSummary&) const = default;
+};
+
+struct ProfileConfig {
+  std::uint32_t batch = 1, sequence = 256;
+  std::string token_source;     ///< "random(seed=1)" or a file name
+  std::uint64_t seed = 1;
+  std::vector<std::string> paths{"dense", "twell"};
+  std::uint32_t compression = 8;
+  bool highest_precision = false;
+  std::uint32_t warmup = 2, repetitions = 5;
+  std::vector<int> layers;      ///< empty: every layer
+  bool flush_l2 = true;
+  bool end_to_end = true;
+  MapShape map_shape;
+  bool operator==(const ProfileConfig&) const = default;
+};
+
+/// A finished profiling run, immutable once built. Serialised as versioned JSON (report_io.hpp).
+struct Report {
+  int schema_major = kReportSchemaMajor, schema_minor = kReportSchemaMinor;
+  std::string tool_version, tool_commit;
+  std::string created_utc;    ///< ISO 8601
+  std::string host;
+  DeviceInfo device;
+  TracerInfo tracer;
+  ModelSummary model;
+  ProfileConfig config;
+  std::vector<LayerReport> layers;
+  std::vector<EndToEndPath> end_to_end;
+  std::vector<KernelStat> kernels;
+  std::vector<KernelRecord> timeline;  ///< every record of one timed repetition
+  std::vector<std::string> warnings;
+  const EndToEndPath* find_end_to_end(const std::string& path) const;
+  /// TwELL tokens/ms over dense tokens/ms, when both were measured.
+  std::optional<double> end_to_end_speedup() const;
+  bool operator==(const Report&) const = default;
+};
+
+}  // namespace twell

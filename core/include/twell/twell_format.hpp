@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The TwELL packed format (TWELL_SPEC.md §1), the CPU reference of what the GPU gate kernel writes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "twell/activation_summary.hpp"
+#include "twell/matrix.hpp"
+
+namespace twell {
+
+/// One uint32 matrix [rows, padded_neurons / C]. Per (row, 256-column tile) word 0 is the count,
+/// words 1..count are entries (global column in bits 0-15, bf16 value bits in 16-31). Unlike the
+/// reference, a tile never holds more than its capacity: the count word is clamped to capacity,
+/// and the rows that had more are listed in `overflow_rows` so consumers recompute them densely.
+struct TwellPacked {
+  std::uint32_t rows = 0;
+  std::uint32_t neurons = 0;         ///< N as given
+  std::uint32_t padded_neurons = 0;  ///< N rounded up to a multiple of 256 (padding never fires)
+  std::uint32_t compression = 8;     ///< C in {8, 4, 2}
+  std::vector<std::uint32_t> words;  ///< rows * words_per_row()
+  std::vector<std::uint32_t> overflow_rows;  ///< ascending row indices with an overflowing tile
+  std::uint64_t overflow_tiles = 0;
+
+  std::uint32_t tiles() const { return padded_neurons / kTwellTileWidth; }
+  std::uint32_t slots_per_tile() const { return kTwellTileWidth / compression; }
+  std::uint32_t capacity() const { return slots_per_tile() - 1; }
+  std::uint32_t words_per_row() const { return padded_neurons / compression; }
+};
+
+/// Packs ReLU(pre-activations) [rows, neurons] row-major: a value is stored iff it is > 0 in fp32,
+/// rounded to bf16 (nearest even). Entries within a tile are in ascending column order.
+/// Throws twell::Error for C not in {8, 4, 2} or N > 65536.
+TwellPacked twell_pack(const float* preactivations, std::uint32_t rows, std::uint32_t neurons,
+                       std::uint32_t compression);
+
+/// Dense [rows, neurons] of the stored values (bf16-exact floats), zeros elsewhere. Validates the
+/// buffer (counts within capacity, indices inside their tile, no duplicates) and throws on violation.
+Matrix twell_unpack(const TwellPacked& packed);
+
+/// The hybrid format of TWELL_SPEC.md §3: rows with at most `ell_width` non-zeros in ELL form
+/// (uint16 column + bf16 value), heavier rows as dense tail rows, at most `tail_capacity` of them.
+struct HybridPacked {
+  std::uint32_t rows = 0, neurons = 0, ell_width = 128, tail_capacity = 2048;
+  std::vector<std::uint16_t> ell_columns;  ///< rows * ell_width
+  std::vector<std::uint16_t> ell_values;   ///< bf16 bits, rows * ell_width
+  std::vector<std::uint32_t> row_nnz;      ///< true non-zeros per row
+  std::vector<std::int32_t> tail_row_of;   ///< row -> tail row, or -1
+  std::vector<float> tail;                 ///< tail rows * neurons (bf16-exact values)
+  std::uint32_t tail_rows = 0;
+  std::uint32_t dropped_rows = 0;          ///< heavy rows that did not fit the tail (counted, never silent)
+};
+HybridPacked hybrid_pack(const float* preactivations, std::uint32_t rows, std::uint32_t neurons,
+                         std::uint32_t ell_width, std::uint32_t tail_capacity);
+Matrix hybrid_unpack(const HybridPacked& packed);
+
+}  // namespace twell

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The Hopper (sm_90a) TwELL gate GEMM with its ReLU + pack epilogue: TMA, an mbarrier pipeline,
+// warp-specialised persistent CTAs and wgmma m64n256k16. Same output as the portable gate kernel.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace twell::cuda {
+
+struct GatePackSm90Params {
+  const __nv_bfloat16* x = nullptr;       ///< [tokens, hidden] row-major, 16-byte aligned
+  const __nv_bfloat16* weight = nullptr;  ///< [neurons, hidden] nn.Linear layout
+  std::uint32_t* packed = nullptr;        ///< [tokens, round_up(neurons, 256) / compression]
+  std::uint32_t* row_overflow = nullptr;  ///< [tokens]; set to 1 where a tile overflowed (caller zeroes)
+  int tokens = 0;
+  int hidden = 0;                         ///< multiple of 64
+  int neurons = 0;                        ///< at most 65536
+  int compression = 8;
+};
+
+/// True on a compute capability 9.0 device (the kernel is compiled for sm_90a only).
+bool gate_pack_sm90_supported(int device);
+/// Launches on `stream`. Throws twell::Error for unsupported shapes and failed CUDA calls.
+void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream);
+
+}  // namespace twell::cuda

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// TwELL gate GEMM for Hopper (sm_90a): P = pack_TwELL(ReLU(x * Wg^T)), the ReLU and the packing done
+// on the accumulators in the epilogue, so no dense gate tensor ever reaches global memory.
+//
+// Shape of the kernel (our own design, after TWELL_SPEC.md §2.1):
+// - persistent grid (one CTA per SM), CTA tile 128 (tokens) x 256 (neurons = one TwELL tile) x 64 (K);
+// - warp specialisation: warpgroup 0 is the producer (one thread issues TMA loads into a ring of
+//   shared-memory stages guarded by full/empty mbarriers), warpgroups 1 and 2 are consumers that each
+//   own 64 rows and issue wgmma m64n256k16 with the fp32 accumulators in registers;
+// - tiles are walked neuron-tile-fastest so the CTAs in flight share the same token rows (read once
+//   from HBM) while the whole gate weight stays resident in L2;
+// - epilogue: per row a shared-memory counter claims slots with atomics; entries are
+//   (global column | bf16 << 16); a tile never holds more than its capacity: the count word is clamped
+//   and the row is flagged for dense recomputation. Each consumer warpgroup stages and writes only its
+//   own 64 rows, and a warpgroup barrier separates the copy-out of one tile from the next tile's
+//   staging writes (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "twell/error.hpp"
+#include "twell/kernels/twell_gate_pack_sm90.hpp"
+
+namespace twell::cuda {
+namespace {
+
+constexpr int kTileM = 128;
+constexpr int kTileN = 256;
+constexpr int kTileK = 64;
+constexpr int kThreads = 384;
+constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KiB
+constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KiB
+constexpr int kStageBytes = kStageBytesA + kStageBytesB;
+
+__host__ __device__ constexpr int stages_for(int compression) { return compression == 2 ? 3 : 4; }
+__host__ __device__ constexpr int staging_pitch_words(int compression) { return kTileN / compression + 4; }
+__host__ __device__ constexpr int shared_bytes_for(int compression) {
+  return 1024 /* alignment slack */ + stages_for(compression) * kStageBytes +
+         kTileM * staging_pitch_words(compression) * 4 + 2 * stages_for(compression) * 8;
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TWELL_SM90A_DEVICE 1
+#endif
+
+#ifdef TWELL_SM90A_DEVICE
+__device__ __forceinline__ std::uint32_t smem_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* barrier, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(barrier)), "r"(count));
+}
+
+__device__ __forceinline__ void mbarrier_expect_tx(std::uint64_t* barrier, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(barrier)),
+               "r"(bytes));
+}
+
+__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(barrier)));
+}
+
+__device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "wait_loop:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra wait_loop;\n"
+      "}\n" ::"r"(smem_address(barrier)),
+      "r"(parity));
+}
+
+__device__ __forceinline__ void tma_load_2d(void* destination, const CUtensorMap* map, std::uint64_t* barrier,
+                                            int inner, int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(smem_address(destination)),
+      "l"(map), "r"(smem_address(barrier)), "r"(inner), "r"(outer)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of 64 bf16
+// (128 bytes), groups of 8 rows 1024 bytes apart.
+__device__ __forceinline__ std::uint64_t swizzle128_descriptor(const void* tile) {
+  const std::uint64_t address = smem_address(tile);
+  std::uint64_t descriptor = (address & 0x3FFFF) >> 4;
+  descriptor |= static_cast<std::uint64_t>(1) << 16;           // leading byte offset (unused with swizzle)
+  descriptor |= static_cast<std::uint64_t>(1024 >> 4) << 32;   // stride byte offset: 8 rows
+  descriptor |= static_cast<std::uint64_t>(1) << 62;           // 128-byte swizzle
+  return descriptor;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+}
+
+__device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, 1, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]), "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]), "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]), "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]), "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]), "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]), "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]), "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]), "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]), "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]), "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]), "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]), "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]), "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]), "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]), "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]), "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]), "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]), "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+      : "l"(desc_a), "l"(desc_b));
+}
+
+__device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup + 1));
+}
+#endif  // TWELL_SM90A_DEVICE
+
+struct GatePackArgs {
+  std::uint32_t* packed;        // [M, padded_N / C]
+  std::uint32_t* row_overflow;  // [M], set to 1 where a tile overflowed
+  int tokens;                   // M
+  int padded_neurons;           // N rounded up to 256
+  int hidden;                   // K
+};
+
+template <int Compression>
+__global__ void __launch_bounds__(kThreads, 1)
+    twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                                GatePackArgs args) {
+#ifdef TWELL_SM90A_DEVICE
+  constexpr int kStages = stages_for(Compression);
+  constexpr int kSlots = kTileN / Compression;  // T_c
+  constexpr int kCapacity = kSlots - 1;
+  constexpr int kPitch = staging_pitch_words(Compression);
+
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<std::uintptr_t>(shared_raw) + 1023) & ~static_cast<std::uintptr_t>(1023));
+  unsigned char* stage_base = shared;
+  std::uint32_t* staging = reinterpret_cast<std::uint32_t*>(shared + kStages * kStageBytes);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(staging + kTileM * kPitch);
+  std::uint64_t* empty = full + kStages;
+
+  const int warpgroup = threadIdx.x / 128;
+  const int thread_in_group = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int m_tiles = (args.tokens + kTileM - 1) / kTileM;
+  const int n_tiles = args.padded_neurons / kTileN;
+  const int total_tiles = m_tiles * n_tiles;
+  const int k_blocks = args.hidden / kTileK;
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (thread_in_group == 0) {
+      int stage = 0;
+      unsigned phase = 0;
+      for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+        const int m0 = (tile / n_tiles) * kTileM;
+        const int n0 = (tile % n_tiles) * kTileN;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&empty[stage], phase ^ 1);
+          mbarrier_expect_tx(&full[stage], kStageBytes);
+          unsigned char* a_tile = stage_base + stage * kStageBytes;
+          unsigned char* b_tile = a_tile + kStageBytesA;
+          tma_load_2d(a_tile, &x_map, &full[stage], kb * kTileK, m0);
+          tma_load_2d(b_tile, &w_map, &full[stage], kb * kTileK, n0);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int consumer = warpgroup - 1;  // owns rows [consumer * 64, consumer * 64 + 64) of the tile
+    const int warp = thread_in_group / 32;
+    const int lane = thread_in_group % 32;
+    std::uint32_t* my_staging = staging + consumer * 64 * kPitch;
+    int stage = 0;
+    unsigned phase = 0;
+    float acc[128];
+    for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+      const int m0 = (tile / n_tiles) * kTileM;
+      const int n_tile = tile % n_tiles;
+#pragma unroll
+      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+      int previous_stage = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        mbarrier_wait(&full[stage], phase);
+        const unsigned char* a_tile = stage_base + stage * kStageBytes + consumer * 64 * 128;
+        const unsigned char* b_tile = stage_base + stage * kStageBytes + kStageBytesA;
+        const std::uint64_t desc_a = swizzle128_descriptor(a_tile);
+        const std::uint64_t desc_b = swizzle128_descriptor(b_tile);
+        wgmma_fence();
+#pragma unroll
+        for (int k16 = 0; k16 < kTileK / 16; ++k16) {
+          // Advancing 16 bf16 (32 bytes) along K inside a swizzled row: +2 in descriptor units.
+          wgmma_m64n256k16(acc, desc_a + 2 * k16, desc_b + 2 * k16);
+        }
+        wgmma_commit();
+        // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
+        // is pending, so its buffers go back to the producer.
+        wgmma_wait<1>();
+        if (previous_stage >= 0 && thread_in_group == 0) mbarrier_arrive(&empty[previous_stage]);
+        previous_stage = stage;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      wgmma_wait<0>();
+      if (previous_stage >= 0 && thread_in_group == 0) mbarrier_arrive(&empty[previous_stage]);
+
+      // Epilogue. The barrier first: the previous tile's copy-out must have read the staging rows.
+      warpgroup_barrier(consumer);
+      if (thread_in_group < 64) my_staging[thread_in_group * kPitch] = 0;
+      warpgroup_barrier(consumer);
+      const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN);
+#pragma unroll
+      for (int i = 0; i < 128; ++i) {
+        const float value = acc[i];
+        if (value > 0.0f) {
+          // wgmma m64nNk16 accumulator layout: register i of lane l in warp w.
+          const int row = warp * 16 + lane / 4 + 8 * ((i / 2) % 2);
+          const int column = (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+          std::uint32_t* row_words = my_staging + row * kPitch;
+          const std::uint32_t slot = atomicAdd(row_words, 1u);
+          if (slot < static_cast<std::uint32_t>(kCapacity)) {
+            const std::uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+            row_words[1 + slot] = (column_base + column) | (bits << 16);
+          }
+        }
+      }
+      warpgroup_barrier(consumer);
+      // Copy-out: 64 rows x T_c words, 16 bytes per thread per step, coalesced along each row.
+      constexpr int kVectorsPerRow = kSlots / 4;
+      const int row_words_global = args.padded_neurons / Compression;
+      for (int index = thread_in_group; index < 64 * kVectorsPerRow; index += 128) {
+        const int row = index / kVectorsPerRow;
+        const int vector = index % kVectorsPerRow;
+        const int token = m0 + consumer * 64 + row;
+        if (token >= args.tokens) continue;
+        uint4 words = *reinterpret_cast<const uint4*>(my_staging + row * kPitch + vector * 4);
+        if (vector == 0) {
+          if (words.x > static_cast<std::uint32_t>(kCapacity)) {
+            words.x = kCapacity;
+            args.row_overflow[token] = 1u;
+          }
+        }
+        *reinterpret_cast<uint4*>(args.packed + static_cast<std::size_t>(token) * row_words_global +
+                                  n_tile * kSlots + vector * 4) = words;
+      }
+    }
+  }
+#else
+  (void)x_map;
+  (void)w_map;
+  (void)args;
+#endif
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled_function() {
+  static EncodeTiled function = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult query{};
+    const cudaError_t status =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &query);
+    if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || entry == nullptr) {
+      throw Error(Error::Kind::Device, "twell_gate_pack_sm90: cuTensorMapEncodeTiled is not available from the driver");
+    }
+    return reinterpret_cast<EncodeTiled>(entry);
+  }();
+  return function;
+}
+
+// A row-major bf16 [rows, cols] matrix read in boxes of box_rows x 64 columns, 128-byte swizzled.
+CUtensorMap make_bf16_map(const void* base, std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
+                          const char* what) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * 2};
+  const cuuint32_t box[2] = {kTileK, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode_tiled_function()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    throw Error(Error::Kind::Device, std::string("twell_gate_pack_sm90: cuTensorMapEncodeTiled failed for ") + what +
+                                         " (error " + std::to_string(static_cast<int>(result)) + ")");
+  }
+  return map;
+}
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) {
+    throw Error(status == cudaErrorMemoryAllocation ? Error::Kind::OutOfMemory : Error::Kind::Device,
+                std::string("twell_gate_pack_sm90: ") + call + " failed: " + cudaGetErrorString(status));
+  }
+}
+
+template <int Compression>
+void launch(const GatePackSm90Params& p, cudaStream_t stream) {
+  const int padded = (p.neurons + kTileN - 1) / kTileN * kTileN;
+  const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
+  const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kTileN, "gate weight");
+  constexpr int shared_bytes = shared_bytes_for(Compression);
+  auto* kernel = twell_gate_pack_sm90_kernel<Compression>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
+        "cudaFuncSetAttribute(max dynamic shared memory)");
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SM count)");
+  const int tiles = (p.tokens + kTileM - 1) / kTileM * (padded / kTileN);
+  const int grid = tiles < sms ? tiles : sms;
+  GatePackArgs args{p.packed, p.row_overflow, p.tokens, padded, p.hidden};
+  kernel<<<grid, kThreads, shared_bytes, stream>>>(x_map, w_map, args);
+  check(cudaGetLastError(), "twell_gate_pack_sm90_kernel launch");
+}
+
+}  // namespace
+
+bool gate_pack_sm90_supported(int device) {
+  int major = 0;
+  int minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+}
+
+void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream) {
+  if (params.tokens <= 0) return;
+  if (params.hidden % kTileK != 0 || params.hidden <= 0) {
+    throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: hidden size " + std::to_string(params.hidden) +
+                                               " is not a positive multiple of 64");
+  }
+  if (params.neurons <= 0 || params.neurons > 65536) {
+    throw Error(Error::Kind::Unsupported,
+                "twell_gate_pack_sm90: intermediate size " + std::to_string(params.neurons) + " is outside 1..65536");
+  }
+  // TMA needs 16-byte aligned bases and row pitches.
+  if (reinterpret_cast<std::uintptr_t>(params.x) % 16 || reinterpret_cast<std::uintptr_t>(params.weight) % 16 ||
+      reinterpret_cast<std::uintptr_t>(params.packed) % 16) {
+    throw Error(Error::Kind::Internal, "twell_gate_pack_sm90: x, weight and packed must be 16-byte aligned");
+  }
+  switch (params.compression) {
+    case 8: return launch<8>(params, stream);
+    case 4: return launch<4>(params, stream);
+    case 2: return launch<2>(params, stream);
+    default:
+      throw Error(Error::Kind::Unsupported,
+                  "twell_gate_pack_sm90: compression factor " + std::to_string(params.compression) + " is not 8, 4 or 2");
+  }
+}
+
+}  // namespace twell::cuda

@@ -34,6 +34,10 @@ constexpr int kThreads = 384;
 constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KiB
 constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KiB
 constexpr int kStageBytes = kStageBytesA + kStageBytesB;
+// Two CTAs of a cluster take vertically adjacent token tiles of the same neuron tile: each loads its
+// own x tile and half of the shared weight tile, which TMA multicasts into both.
+constexpr int kClusterSize = 2;
+constexpr int kWeightRowsPerCta = kTileN / kClusterSize;
 
 __host__ __device__ constexpr int stages_for(int compression) { return compression == 2 ? 3 : 4; }
 __host__ __device__ constexpr int staging_pitch_words(int compression) { return kTileN / compression + 4; }
@@ -84,6 +88,35 @@ __device__ __forceinline__ void tma_load_2d(void* destination, const CUtensorMap
       : "memory");
 }
 
+// The same copy, its box written into the same offset of every CTA in `cta_mask`, each CTA's
+// barrier at the same offset receiving the bytes.
+__device__ __forceinline__ void tma_load_2d_multicast(void* destination, const CUtensorMap* map,
+                                                      std::uint64_t* barrier, int inner, int outer,
+                                                      std::uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_address(destination)),
+      "l"(map), "r"(smem_address(barrier)), "r"(inner), "r"(outer), "h"(cta_mask)
+      : "memory");
+}
+
+__device__ __forceinline__ std::uint32_t cluster_rank() {
+  std::uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Arrives on the barrier at the same shared-memory offset in CTA `cta` of the cluster.
+__device__ __forceinline__ void mbarrier_arrive_in_cta(std::uint64_t* barrier, std::uint32_t cta) {
+  std::uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_address(barrier)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
 // Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of 64 bf16
 // (128 bytes), groups of 8 rows 1024 bytes apart.
 __device__ __forceinline__ std::uint64_t swizzle128_descriptor(const void* tile) {
@@ -113,6 +146,12 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_
       : "l"(desc_a), "l"(desc_b));
 }
 
+// A consumer warpgroup hands a stage back to the producers of both CTAs.
+__device__ __forceinline__ void release_stage(std::uint64_t* empty_barrier) {
+#pragma unroll
+  for (std::uint32_t cta = 0; cta < kClusterSize; ++cta) mbarrier_arrive_in_cta(empty_barrier, cta);
+}
+
 __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup + 1));
 }
@@ -127,7 +166,7 @@ struct GatePackArgs {
 };
 
 template <int Compression>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
     twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                                 GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE
@@ -149,15 +188,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], 2);
+      mbarrier_init(&empty[s], 2 * kClusterSize);  // both consumer warpgroups of both CTAs
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  // The peer multicasts into this CTA's stages and arrives on its barriers: both must exist first.
+  cluster_sync();
 
+  const std::uint32_t rank = cluster_rank();
   const int m_tiles = (args.tokens + kTileM - 1) / kTileM;
   const int n_tiles = args.padded_neurons / kTileN;
-  const int total_tiles = m_tiles * n_tiles;
+  // A work item is a pair of token tiles (one per CTA of the cluster) times one neuron tile, walked
+  // neuron-tile-fastest.
+  const int m_pairs = (m_tiles + kClusterSize - 1) / kClusterSize;
+  const int total_items = m_pairs * n_tiles;
+  const int cluster_id = blockIdx.x / kClusterSize;
+  const int clusters = gridDim.x / kClusterSize;
   const int k_blocks = args.hidden / kTileK;
 
   if (warpgroup == 0) {
@@ -165,16 +211,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (thread_in_group == 0) {
       int stage = 0;
       unsigned phase = 0;
-      for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
-        const int m0 = (tile / n_tiles) * kTileM;
-        const int n0 = (tile % n_tiles) * kTileN;
+      for (int item = cluster_id; item < total_items; item += clusters) {
+        const int m0 = ((item / n_tiles) * kClusterSize + static_cast<int>(rank)) * kTileM;
+        const int n0 = (item % n_tiles) * kTileN;
         for (int kb = 0; kb < k_blocks; ++kb) {
+          // Free only when the consumers of both CTAs are done with this stage: the multicast
+          // below writes into the peer too.
           mbarrier_wait(&empty[stage], phase ^ 1);
           mbarrier_expect_tx(&full[stage], kStageBytes);
           unsigned char* a_tile = stage_base + stage * kStageBytes;
-          unsigned char* b_tile = a_tile + kStageBytesA;
+          unsigned char* b_half = a_tile + kStageBytesA + rank * (kWeightRowsPerCta * kTileK * 2);
           tma_load_2d(a_tile, &x_map, &full[stage], kb * kTileK, m0);
-          tma_load_2d(b_tile, &w_map, &full[stage], kb * kTileK, n0);
+          tma_load_2d_multicast(b_half, &w_map, &full[stage], kb * kTileK, n0 + rank * kWeightRowsPerCta,
+                                static_cast<std::uint16_t>((1u << kClusterSize) - 1));
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -191,9 +240,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     int stage = 0;
     unsigned phase = 0;
     float acc[128];
-    for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
-      const int m0 = (tile / n_tiles) * kTileM;
-      const int n_tile = tile % n_tiles;
+    for (int item = cluster_id; item < total_items; item += clusters) {
+      const int m0 = ((item / n_tiles) * kClusterSize + static_cast<int>(rank)) * kTileM;
+      const int n_tile = item % n_tiles;
 #pragma unroll
       for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int previous_stage = -1;
@@ -213,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
         // is pending, so its buffers go back to the producer.
         wgmma_wait<1>();
-        if (previous_stage >= 0 && thread_in_group == 0) mbarrier_arrive(&empty[previous_stage]);
+        if (previous_stage >= 0 && thread_in_group == 0) release_stage(&empty[previous_stage]);
         previous_stage = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -221,25 +270,49 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       wgmma_wait<0>();
-      if (previous_stage >= 0 && thread_in_group == 0) mbarrier_arrive(&empty[previous_stage]);
+      if (previous_stage >= 0 && thread_in_group == 0) release_stage(&empty[previous_stage]);
 
       // Epilogue. The barrier first: the previous tile's copy-out must have read the staging rows.
       warpgroup_barrier(consumer);
-      if (thread_in_group < 64) my_staging[thread_in_group * kPitch] = 0;
-      warpgroup_barrier(consumer);
+      // Each row's 256 values are spread over the 4 lanes of a quad, 64 each. Every lane counts its
+      // positives, a prefix sum across the quad gives each lane its first slot, and the entries go
+      // straight to their slots: no atomics, and a deterministic order within the tile. Word 0
+      // keeps the unclamped count; the copy-out clamps it and flags the row.
       const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN);
+      const int quad_lane = lane % 4;
 #pragma unroll
-      for (int i = 0; i < 128; ++i) {
-        const float value = acc[i];
-        if (value > 0.0f) {
-          // wgmma m64nNk16 accumulator layout: register i of lane l in warp w.
-          const int row = warp * 16 + lane / 4 + 8 * ((i / 2) % 2);
-          const int column = (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-          std::uint32_t* row_words = my_staging + row * kPitch;
-          const std::uint32_t slot = atomicAdd(row_words, 1u);
-          if (slot < static_cast<std::uint32_t>(kCapacity)) {
-            const std::uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
-            row_words[1 + slot] = (column_base + column) | (bits << 16);
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp * 16 + lane / 4 + 8 * half;
+        std::uint32_t count = 0;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          count += acc[4 * j + 2 * half] > 0.0f;
+          count += acc[4 * j + 2 * half + 1] > 0.0f;
+        }
+        std::uint32_t inclusive = count;
+        const std::uint32_t from1 = __shfl_up_sync(0xffffffffu, inclusive, 1, 4);
+        if (quad_lane >= 1) inclusive += from1;
+        const std::uint32_t from2 = __shfl_up_sync(0xffffffffu, inclusive, 2, 4);
+        if (quad_lane >= 2) inclusive += from2;
+        const std::uint32_t total = __shfl_sync(0xffffffffu, inclusive, 3, 4);
+        std::uint32_t slot = inclusive - count;
+        std::uint32_t* row_words = my_staging + row * kPitch;
+        if (quad_lane == 0) row_words[0] = total;
+        if (count != 0) {
+#pragma unroll
+          for (int j = 0; j < 32; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float value = acc[4 * j + 2 * half + e];
+              if (value > 0.0f) {
+                if (slot < static_cast<std::uint32_t>(kCapacity)) {
+                  const std::uint32_t column = column_base + j * 8 + quad_lane * 2 + e;
+                  const std::uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+                  row_words[1 + slot] = column | (bits << 16);
+                }
+                ++slot;
+              }
+            }
           }
         }
       }
@@ -264,6 +337,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  // Neither CTA may exit while its peer can still multicast into it or arrive on its barriers.
+  cluster_sync();
 #else
   (void)x_map;
   (void)w_map;
@@ -319,19 +394,29 @@ template <int Compression>
 void launch(const GatePackSm90Params& p, cudaStream_t stream) {
   const int padded = (p.neurons + kTileN - 1) / kTileN * kTileN;
   const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
-  const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kTileN, "gate weight");
+  const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kWeightRowsPerCta, "gate weight");
   constexpr int shared_bytes = shared_bytes_for(Compression);
   auto* kernel = twell_gate_pack_sm90_kernel<Compression>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
         "cudaFuncSetAttribute(max dynamic shared memory)");
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SM count)");
-  const int tiles = (p.tokens + kTileM - 1) / kTileM * (padded / kTileN);
-  const int grid = tiles < sms ? tiles : sms;
+  const int m_tiles = (p.tokens + kTileM - 1) / kTileM;
+  const int items = (m_tiles + kClusterSize - 1) / kClusterSize * (padded / kTileN);
+  cudaLaunchConfig_t config{};
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  // Persistent: as many clusters as fit on the device at once (a GPC may hold an odd number of
+  // SMs, so ask the occupancy calculator rather than assume SMs / 2), never more than the work.
+  config.gridDim = dim3(kClusterSize);
+  int max_clusters = 0;
+  check(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config), "cudaOccupancyMaxActiveClusters");
+  if (max_clusters <= 0) {
+    throw Error(Error::Kind::Device, "twell_gate_pack_sm90: the device cannot schedule a cluster of this kernel");
+  }
+  const int clusters = items < max_clusters ? items : max_clusters;
+  config.gridDim = dim3(clusters * kClusterSize);
   GatePackArgs args{p.packed, p.row_overflow, p.tokens, padded, p.hidden};
-  kernel<<<grid, kThreads, shared_bytes, stream>>>(x_map, w_map, args);
+  check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, args), "cudaLaunchKernelEx(twell_gate_pack_sm90_kernel)");
   check(cudaGetLastError(), "twell_gate_pack_sm90_kernel launch");
 }
 

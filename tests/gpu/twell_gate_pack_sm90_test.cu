@@ -128,13 +128,19 @@ void run_and_compare(const Problem& p) {
         ++total_entries;
         const float got_value = twell::bf16_bits_to_float(found->second);
         const float expected_value = twell::round_to_bf16(reference);
-        const float ulp = std::ldexp(1.0f, std::ilogb(expected_value) - 7);
-        ASSERT_LE(std::fabs(got_value - expected_value), ulp) << "row " << t << " column " << column;
+        // One bf16 ulp, plus what summing the same products in another order may move an fp32 dot
+        // product (K * 2^-24 * sum |x_k w_k|): that term only matters for values near cancellation.
+        double magnitude = 0;
+        for (int k = 0; k < p.hidden; ++k) magnitude += std::fabs(x.at(t, k) * w.at(column, k));
+        const double tolerance = std::ldexp(1.0, std::ilogb(expected_value) - 7) + p.hidden * std::ldexp(magnitude, -24);
+        ASSERT_LE(std::fabs(got_value - expected_value), tolerance)
+            << "row " << t << " column " << column << " expected " << expected_value << " got " << got_value;
       }
     }
     EXPECT_EQ(overflow[t] != 0, expect_overflow) << "row " << t;
   }
-  EXPECT_GT(total_entries, 0u);
+  // Unless every row overflowed (then which entries stayed depends on claim order), values were checked.
+  if (expected.overflow_rows.size() < static_cast<std::size_t>(p.tokens)) EXPECT_GT(total_entries, 0u);
   EXPECT_LE(boundary_differences, total_entries / 1000 + 2);
 }
 
@@ -150,5 +156,5 @@ TEST_P(GatePackSm90, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatePackSm90,
                          ::testing::Values(Problem{256, 128, 512, 8, -2.0f}, Problem{77, 64, 172, 8, -1.5f},
-                                           Problem{1000, 512, 1280, 4, -1.0f}, Problem{300, 256, 768, 2, 0.5f},
-                                           Problem{513, 2048, 5632, 8, -2.5f}, Problem{129, 1024, 2816, 8, 1.0f}));
+                                           Problem{1000, 512, 1280, 4, -1.0f}, Problem{300, 256, 768, 2, -0.8f},
+                                           Problem{513, 2048, 5632, 8, -2.5f}, Problem{129, 1024, 2816, 8, 1.0f}, Problem{4099, 2048, 5632, 8, -1.7f}));

@@ -34,12 +34,11 @@ constexpr int kThreads = 384;
 constexpr int kStageBytesA = kTileM * kTileK * 2;  // 16 KiB
 constexpr int kStageBytesB = kTileN * kTileK * 2;  // 32 KiB
 constexpr int kStageBytes = kStageBytesA + kStageBytesB;
-// Two CTAs of a cluster take vertically adjacent token tiles of the same neuron tile: each loads its
-// own x tile and half of the shared weight tile, which TMA multicasts into both.
-constexpr int kClusterSize = 2;
-constexpr int kWeightRowsPerCta = kTileN / kClusterSize;
+// With clusters of two, the CTAs of a cluster take vertically adjacent token tiles of the same
+// neuron tile: each loads its own x tile and half of the shared weight tile, which TMA multicasts
+// into both (half the L2 -> SM traffic for weights). Cluster size 1 is the plain persistent kernel.
 
-__host__ __device__ constexpr int stages_for(int compression) { return compression == 2 ? 3 : 4; }
+__host__ __device__ constexpr int stages_for(int compression) { return compression == 8 ? 4 : 3; }
 __host__ __device__ constexpr int staging_pitch_words(int compression) { return kTileN / compression + 4; }
 __host__ __device__ constexpr int shared_bytes_for(int compression) {
   return 1024 /* alignment slack */ + stages_for(compression) * kStageBytes +
@@ -146,10 +145,15 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_
       : "l"(desc_a), "l"(desc_b));
 }
 
-// A consumer warpgroup hands a stage back to the producers of both CTAs.
+// A consumer warpgroup hands a stage back to the producers of every CTA of its cluster.
+template <int ClusterSize>
 __device__ __forceinline__ void release_stage(std::uint64_t* empty_barrier) {
+  if constexpr (ClusterSize == 1) {
+    mbarrier_arrive(empty_barrier);
+  } else {
 #pragma unroll
-  for (std::uint32_t cta = 0; cta < kClusterSize; ++cta) mbarrier_arrive_in_cta(empty_barrier, cta);
+    for (std::uint32_t cta = 0; cta < ClusterSize; ++cta) mbarrier_arrive_in_cta(empty_barrier, cta);
+  }
 }
 
 __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
@@ -165,8 +169,8 @@ struct GatePackArgs {
   int hidden;                   // K
 };
 
-template <int Compression>
-__global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
+template <int Compression, int ClusterSize>
+__global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
     twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                                 GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE
@@ -174,6 +178,8 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
   constexpr int kSlots = kTileN / Compression;  // T_c
   constexpr int kCapacity = kSlots - 1;
   constexpr int kPitch = staging_pitch_words(Compression);
+  constexpr int kClusterSize = ClusterSize;
+  constexpr int kWeightRowsPerCta = kTileN / ClusterSize;
 
   extern __shared__ unsigned char shared_raw[];
   unsigned char* shared = reinterpret_cast<unsigned char*>(
@@ -222,8 +228,12 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
           unsigned char* a_tile = stage_base + stage * kStageBytes;
           unsigned char* b_half = a_tile + kStageBytesA + rank * (kWeightRowsPerCta * kTileK * 2);
           tma_load_2d(a_tile, &x_map, &full[stage], kb * kTileK, m0);
-          tma_load_2d_multicast(b_half, &w_map, &full[stage], kb * kTileK, n0 + rank * kWeightRowsPerCta,
-                                static_cast<std::uint16_t>((1u << kClusterSize) - 1));
+          if constexpr (kClusterSize == 1) {
+            tma_load_2d(b_half, &w_map, &full[stage], kb * kTileK, n0);
+          } else {
+            tma_load_2d_multicast(b_half, &w_map, &full[stage], kb * kTileK, n0 + rank * kWeightRowsPerCta,
+                                  static_cast<std::uint16_t>((1u << kClusterSize) - 1));
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -262,7 +272,7 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
         // is pending, so its buffers go back to the producer.
         wgmma_wait<1>();
-        if (previous_stage >= 0 && thread_in_group == 0) release_stage(&empty[previous_stage]);
+        if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
         previous_stage = stage;
         if (++stage == kStages) {
           stage = 0;
@@ -270,7 +280,7 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
         }
       }
       wgmma_wait<0>();
-      if (previous_stage >= 0 && thread_in_group == 0) release_stage(&empty[previous_stage]);
+      if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
 
       // Epilogue. The barrier first: the previous tile's copy-out must have read the staging rows.
       warpgroup_barrier(consumer);
@@ -390,48 +400,51 @@ void check(cudaError_t status, const char* call) {
   }
 }
 
-template <int Compression>
-void launch(const GatePackSm90Params& p, cudaStream_t stream) {
+template <int Compression, int ClusterSize>
+GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool dry_run) {
   const int padded = (p.neurons + kTileN - 1) / kTileN * kTileN;
-  const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
-  const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kWeightRowsPerCta, "gate weight");
   constexpr int shared_bytes = shared_bytes_for(Compression);
-  auto* kernel = twell_gate_pack_sm90_kernel<Compression>;
+  auto* kernel = twell_gate_pack_sm90_kernel<Compression, ClusterSize>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
         "cudaFuncSetAttribute(max dynamic shared memory)");
   const int m_tiles = (p.tokens + kTileM - 1) / kTileM;
-  const int items = (m_tiles + kClusterSize - 1) / kClusterSize * (padded / kTileN);
+  const int items = (m_tiles + ClusterSize - 1) / ClusterSize * (padded / kTileN);
   cudaLaunchConfig_t config{};
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   // Persistent: as many clusters as fit on the device at once (a GPC may hold an odd number of
   // SMs, so ask the occupancy calculator rather than assume SMs / 2), never more than the work.
-  config.gridDim = dim3(kClusterSize);
+  config.gridDim = dim3(ClusterSize);
   int max_clusters = 0;
   check(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config), "cudaOccupancyMaxActiveClusters");
   if (max_clusters <= 0) {
     throw Error(Error::Kind::Device, "twell_gate_pack_sm90: the device cannot schedule a cluster of this kernel");
   }
   const int clusters = items < max_clusters ? items : max_clusters;
-  config.gridDim = dim3(clusters * kClusterSize);
+  config.gridDim = dim3(clusters * ClusterSize);
+  const GatePackSm90Plan plan{clusters * ClusterSize, ClusterSize, shared_bytes, stages_for(Compression)};
+  if (dry_run) return plan;
+  const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
+  const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kTileN / ClusterSize, "gate weight");
   GatePackArgs args{p.packed, p.row_overflow, p.tokens, padded, p.hidden};
   check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, args), "cudaLaunchKernelEx(twell_gate_pack_sm90_kernel)");
   check(cudaGetLastError(), "twell_gate_pack_sm90_kernel launch");
+  return plan;
 }
 
-}  // namespace
-
-bool gate_pack_sm90_supported(int device) {
-  int major = 0;
-  int minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
-  return major == 9 && minor == 0;
+template <int Compression>
+GatePackSm90Plan launch_for_cluster(const GatePackSm90Params& p, cudaStream_t stream, bool dry_run) {
+  switch (p.cluster_size) {
+    case 1: return launch<Compression, 1>(p, stream, dry_run);
+    case 2: return launch<Compression, 2>(p, stream, dry_run);
+    default:
+      throw Error(Error::Kind::Unsupported,
+                  "twell_gate_pack_sm90: cluster size " + std::to_string(p.cluster_size) + " is not 1 or 2");
+  }
 }
 
-void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream) {
-  if (params.tokens <= 0) return;
+GatePackSm90Plan dispatch(const GatePackSm90Params& params, cudaStream_t stream, bool dry_run) {
   if (params.hidden % kTileK != 0 || params.hidden <= 0) {
     throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: hidden size " + std::to_string(params.hidden) +
                                                " is not a positive multiple of 64");
@@ -446,13 +459,30 @@ void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream) {
     throw Error(Error::Kind::Internal, "twell_gate_pack_sm90: x, weight and packed must be 16-byte aligned");
   }
   switch (params.compression) {
-    case 8: return launch<8>(params, stream);
-    case 4: return launch<4>(params, stream);
-    case 2: return launch<2>(params, stream);
+    case 8: return launch_for_cluster<8>(params, stream, dry_run);
+    case 4: return launch_for_cluster<4>(params, stream, dry_run);
+    case 2: return launch_for_cluster<2>(params, stream, dry_run);
     default:
       throw Error(Error::Kind::Unsupported,
                   "twell_gate_pack_sm90: compression factor " + std::to_string(params.compression) + " is not 8, 4 or 2");
   }
 }
+
+}  // namespace
+
+bool gate_pack_sm90_supported(int device) {
+  int major = 0;
+  int minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+}
+
+void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream) {
+  if (params.tokens <= 0) return;
+  dispatch(params, stream, false);
+}
+
+GatePackSm90Plan gate_pack_sm90_plan(const GatePackSm90Params& params) { return dispatch(params, nullptr, true); }
 
 }  // namespace twell::cuda

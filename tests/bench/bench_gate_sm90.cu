@@ -129,7 +129,12 @@ int main(int argc, char** argv) {
         return median(samples);
       };
       const float cublas_ms = time(cublas_gemm);
-      const float twell_ms = time(twell_gate);
+      params.cluster_size = 1;
+      const auto plan1 = twell::cuda::gate_pack_sm90_plan(params);
+      const float twell1_ms = time(twell_gate);
+      params.cluster_size = 2;
+      const auto plan2 = twell::cuda::gate_pack_sm90_plan(params);
+      const float twell2_ms = time(twell_gate);
       // Achieved density, from the packed counts.
       std::vector<std::uint32_t> host(static_cast<std::size_t>(tokens) * neurons / 8);
       check(cudaMemcpy(host.data(), packed, host.size() * 4, cudaMemcpyDeviceToHost), "copy packed");
@@ -137,9 +142,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < host.size(); i += 32) nnz += host[i];
       const double flops = 2.0 * tokens * static_cast<double>(neurons) * hidden;
       std::printf("%s{\"M\":%d,\"target_density\":\"%s\",\"density\":%.5f,\"cublas_gemm_ms\":%.4f,"
-                  "\"cublas_tflops\":%.1f,\"twell_gate_pack_ms\":%.4f,\"twell_tflops\":%.1f,\"ratio\":%.4f}",
+                  "\"cublas_tflops\":%.1f,\"twell_gate_pack_ms\":%.4f,\"twell_tflops\":%.1f,\"ratio\":%.4f,"
+                  "\"ctas\":%d,\"twell_gate_pack_cluster2_ms\":%.4f,\"cluster2_ratio\":%.4f,\"cluster2_ctas\":%d}",
                   first ? "" : ",\n", tokens, label, nnz / (static_cast<double>(tokens) * neurons), cublas_ms,
-                  flops / cublas_ms / 1e9, twell_ms, flops / twell_ms / 1e9, twell_ms / cublas_ms);
+                  flops / cublas_ms / 1e9, twell1_ms, flops / twell1_ms / 1e9, twell1_ms / cublas_ms, plan1.ctas,
+                  twell2_ms, twell2_ms / cublas_ms, plan2.ctas);
       first = false;
     }
     cudaFree(x);

@@ -59,7 +59,8 @@ void make_inputs(const Problem& p, std::vector<std::uint16_t>& x_bits, std::vect
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-void run_and_compare(const Problem& p) {
+void run_and_compare(const Problem& p, int cluster_size) {
+  SCOPED_TRACE("cluster size " + std::to_string(cluster_size));
   std::vector<std::uint16_t> x_bits, w_bits;
   twell::Matrix x, w;
   make_inputs(p, x_bits, w_bits, x, w, 1234u + p.tokens + p.neurons);
@@ -86,6 +87,7 @@ void run_and_compare(const Problem& p) {
   params.hidden = p.hidden;
   params.neurons = p.neurons;
   params.compression = p.compression;
+  params.cluster_size = cluster_size;
   twell::cuda::gate_pack_sm90(params, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<std::uint32_t> packed(words), overflow(p.tokens);
@@ -151,7 +153,8 @@ class GatePackSm90 : public ::testing::TestWithParam<Problem> {};
 TEST_P(GatePackSm90, MatchesCpuReference) {
   std::string reason;
   if (skip_unless_hopper(reason)) GTEST_SKIP() << reason;
-  run_and_compare(GetParam());
+  run_and_compare(GetParam(), 1);
+  run_and_compare(GetParam(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatePackSm90,

@@ -18,11 +18,22 @@ struct GatePackSm90Params {
   int hidden = 0;                         ///< multiple of 64
   int neurons = 0;                        ///< at most 65536
   int compression = 8;
+  int cluster_size = 1;                   ///< 1: plain persistent (fastest measured); 2: weight tile multicast to CTA pairs
+};
+
+/// How a call is launched (for benchmarks and the kernel registry).
+struct GatePackSm90Plan {
+  int ctas = 0;
+  int cluster_size = 0;
+  int shared_bytes = 0;
+  int stages = 0;
 };
 
 /// True on a compute capability 9.0 device (the kernel is compiled for sm_90a only).
 bool gate_pack_sm90_supported(int device);
 /// Launches on `stream`. Throws twell::Error for unsupported shapes and failed CUDA calls.
 void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream);
+/// The launch gate_pack_sm90 would make, without launching.
+GatePackSm90Plan gate_pack_sm90_plan(const GatePackSm90Params& params);
 
 }  // namespace twell::cuda

@@ -38,6 +38,7 @@ struct ActivationSummary {
 struct MapShape {
   std::uint32_t max_rows = 256;
   std::uint32_t max_cols = 512;
+  bool operator==(const MapShape&) const = default;
 };
 
 /// Builds a summary from a dense [M, N] pre-activation matrix (row-major): the CPU reference for

@@ -23,10 +23,12 @@ struct FfnWeights {
   const Matrix* down_t = nullptr;  ///< [N, D]; the TwELL consumer's layout
 };
 
-/// out = a * b^T for a [M, K], b [N, K]; threads over rows (0 = hardware concurrency).
+/// out = a * b^T for a [M, K], b [N, K]; threads over blocks of rows and columns (0 = hardware
+/// concurrency). Each element sums in a fixed order, so the result does not depend on `threads`.
 void matmul_nt(const Matrix& a, const Matrix& b, Matrix& out, unsigned threads = 0);
 
-/// Dense FFN; `gate_preactivation`, if non-null, receives x Wg^T (or x Wu^T non-gated) [M, N].
+/// Dense FFN; `gate_preactivation`, if non-null, receives x Wg^T (or x Wu^T non-gated) [M, N],
+/// bf16-rounded in Bf16Emulated as the GPU stores it. Non-gated applies `activation` to x Wu^T.
 Matrix dense_ffn(const Matrix& x, const FfnWeights& weights, Activation activation, Precision precision,
                  Matrix* gate_preactivation = nullptr, unsigned threads = 0);
 
@@ -38,7 +40,10 @@ struct TwellFfnResult {
 
 /// TwELL FFN: gate GEMM with ReLU + pack, then per non-zero the up dot product and the down
 /// accumulation; overflowing rows go through the dense FFN, so the output is right at any sparsity.
+/// The activation is always ReLU (the packing predicate). `gate_preactivation`, if non-null,
+/// receives the fp32 x Wg^T (or x Wu^T non-gated) [M, N] that was packed. reference_ffn.cpp's
+/// header comment lists exactly where each precision rounds to bf16 (the GPU kernels' contract).
 TwellFfnResult twell_ffn(const Matrix& x, const FfnWeights& weights, std::uint32_t compression,
-                         Precision precision, unsigned threads = 0);
+                         Precision precision, unsigned threads = 0, Matrix* gate_preactivation = nullptr);
 
 }  // namespace twell::reference

@@ -46,6 +46,7 @@ struct TracerInfo {
   std::string clock = "gpu";    ///< "gpu" or "cpu": CPU timings are labelled as such everywhere
   std::string fallback_reason;  ///< empty unless a preferred tracer could not be used
   bool per_kernel = true;       ///< false when one record covers a whole tagged region
+  bool operator==(const TracerInfo&) const = default;
 };
 
 /// Times tagged regions of work. Implementations: CUPTI and CUDA events (cupti/), a CPU clock

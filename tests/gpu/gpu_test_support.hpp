@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Helpers for the gpu-labelled suites: skipping without a device, and moving bf16 matrices.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "controlled_density.hpp"
+#include "twell/kernels/device_buffer.hpp"
+#include "twell/kernels/ffn.hpp"
+#include "twell/matrix.hpp"
+#include "twell/numeric.hpp"
+
+namespace twell::test {
+
+/// Why CUDA tests cannot run here ("" when a device is usable).
+inline std::string cuda_unavailable_reason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable CUDA device: ") + cudaGetErrorName(status) + " (" +
+           cudaGetErrorString(status) + ")";
+  }
+  if (count == 0) return "no CUDA device";
+  return {};
+}
+
+inline cuda::DeviceBuffer<__nv_bfloat16> upload_bf16(const Matrix& matrix) {
+  const std::vector<std::uint16_t> bits = to_bf16_bits(matrix);
+  cuda::DeviceBuffer<__nv_bfloat16> buffer(bits.size());
+  TWELL_CUDA_CHECK(cudaMemcpy(buffer.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+inline Matrix download_bf16(const __nv_bfloat16* device, std::size_t rows, std::size_t cols) {
+  std::vector<std::uint16_t> bits(rows * cols);
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  TWELL_CUDA_CHECK(cudaMemcpy(bits.data(), device, bits.size() * 2, cudaMemcpyDeviceToHost));
+  Matrix out(rows, cols);
+  for (std::size_t i = 0; i < bits.size(); ++i) out.data[i] = bf16_bits_to_float(bits[i]);
+  return out;
+}
+
+/// A poisoned output buffer: NaN bit patterns, so an unwritten element fails every comparison.
+inline cuda::DeviceBuffer<__nv_bfloat16> poisoned_bf16(std::size_t count) {
+  cuda::DeviceBuffer<__nv_bfloat16> buffer(count);
+  TWELL_CUDA_CHECK(cudaMemset(buffer.data(), 0xff, count * 2));
+  return buffer;
+}
+
+/// A controlled FFN problem's weights on the device.
+struct DeviceFfn {
+  explicit DeviceFfn(const ControlledFfn& problem)
+      : gate(problem.gate.empty() ? cuda::DeviceBuffer<__nv_bfloat16>() : upload_bf16(problem.gate)),
+        up(upload_bf16(problem.up)),
+        down(upload_bf16(problem.down)),
+        down_t(upload_bf16(problem.down_t)),
+        hidden(static_cast<int>(problem.up.cols)),
+        intermediate(static_cast<int>(problem.up.rows)) {}
+  cuda::FfnDeviceWeights weights() const {
+    cuda::FfnDeviceWeights w;
+    w.gate = gate.empty() ? nullptr : gate.data();
+    w.up = up.data();
+    w.down = down.data();
+    w.down_t = down_t.data();
+    w.hidden = hidden;
+    w.intermediate = intermediate;
+    return w;
+  }
+  cuda::DeviceBuffer<__nv_bfloat16> gate, up, down, down_t;
+  int hidden, intermediate;
+};
+
+}  // namespace twell::test
+
+/// Skips the current test, with the reason, when no CUDA device is usable. A macro because only
+/// the test body itself can return early.
+#define TWELL_REQUIRE_CUDA_DEVICE()                                                       \
+  do {                                                                                    \
+    const std::string twell_no_device_reason_ = ::twell::test::cuda_unavailable_reason(); \
+    if (!twell_no_device_reason_.empty()) GTEST_SKIP() << twell_no_device_reason_;        \
+  } while (0)

@@ -82,6 +82,10 @@ class Checkpoint {
   /// Names present in the files but not used by the model (listed by `inspect`, otherwise ignored).
   const std::vector<std::string>& unused_tensors() const;
   std::uint64_t parameter_count() const;
+  /// The safetensors files the tensors come from (one, or every shard).
+  std::vector<std::filesystem::path> weight_files() const;
+  /// Non-fatal findings (unknown header fields, index total_size mismatch, extra layers...).
+  const std::vector<std::string>& warnings() const;
 
  private:
   struct Impl;

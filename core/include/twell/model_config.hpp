@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -35,7 +36,10 @@ struct ModelConfig {
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
   std::string hidden_act = "silu";
-  std::string dtype = "bfloat16";  ///< dtype or torch_dtype
+  std::string dtype = "bfloat16";  ///< dtype or torch_dtype; empty when config.json states neither
+  std::vector<std::string> architectures;  ///< e.g. {"SparseLlamaForCausalLM"}; may be empty
+  bool has_sparsity_fields = false;        ///< any sparsity_* key (SakanaAI SparseLM training config)
+  bool gated_mlp = true;                   ///< false when sparsity_gated_mlp is false (up/down only)
 
   /// Parses config.json text; `source` names the file in errors. Throws twell::Error.
   static ModelConfig parse(const std::string& json_text, const std::string& source);
@@ -50,5 +54,9 @@ ActivationChoice resolve_activation(const ModelConfig& config, std::optional<Act
 
 /// Architectures the forward supports, for error messages.
 const char* supported_architectures() noexcept;
+
+/// Throws twell::Error(Unsupported), naming `source` and listing the supported model types, unless
+/// config.model_type is one of them.
+void require_supported_architecture(const ModelConfig& config, const std::string& source);
 
 }  // namespace twell

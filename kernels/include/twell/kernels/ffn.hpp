@@ -7,8 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "twell/backend.hpp"
+#include "twell/kernels/twell_up_down.hpp"
 #include "twell/tracer.hpp"
 
 namespace twell::cuda {
@@ -22,6 +26,24 @@ struct FfnDeviceWeights {
   const __nv_bfloat16* down_t = nullptr;  ///< [N, D] = down^T contiguous (TwELL's consumer)
   int hidden = 0;                         ///< D, a multiple of 64, at most 8192
   int intermediate = 0;                   ///< N, at most 65536 (padded to 256 inside)
+};
+
+/// Which TwELL gate GEMM + pack kernel runs.
+enum class GateKernel {
+  Auto,      ///< Sm90 where available (see gate_kernel_sm90_available), else Portable
+  Portable,  ///< mma.sync + cp.async, sm_80 and newer
+  Sm90       ///< TMA + mbarrier ring + warp-specialised persistent CTAs + wgmma (sm_90a build, CC 9.0)
+};
+const char* to_string(GateKernel kernel) noexcept;  ///< "auto", "portable", "sm90"
+
+/// True when the Hopper gate kernel can run on `device`: compute capability 9.0 and this binary
+/// carries sm_90a machine code (probed once per device).
+bool gate_kernel_sm90_available(int device);
+
+/// The kernels FfnRunner::twell uses; Auto picks the fastest measured one that applies.
+struct TwellKernels {
+  GateKernel gate = GateKernel::Auto;
+  UpDownKernel up_down = UpDownKernel::Auto;
 };
 
 /// Runs FFNs on one stream. Not thread-safe; one per backend. Workspaces grow to the largest M seen.
@@ -42,13 +64,28 @@ class FfnRunner {
   /// TwELL: gate GEMM with the ReLU + pack epilogue, then the fused up/down consumer; rows whose
   /// tiles overflowed capacity are recomputed densely. Tagged gate_pack / up_down / overflow_dense.
   /// The overflow row count is left on the device; read it with last_overflow_rows().
+  /// The activation is always ReLU (TwELL's packing predicate). Non-gated when weights.gate is null.
+  /// The host waits for the gate kernel (not for the consumer, which keeps the GPU busy meanwhile)
+  /// to size the dense recomputation of overflowing rows, so a call cannot be stream-captured.
   void twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x, int tokens,
              __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag);
 
+  /// Selects the TwELL kernels of later twell() calls (default: Auto for both). Requesting Sm90 where
+  /// it is unavailable makes twell() throw twell::Error (Kind::Unsupported).
+  void set_twell_kernels(const TwellKernels& kernels);
+  /// The kernels the last twell() call ran, Auto resolved.
+  TwellKernels last_twell_kernels() const;
+
   /// Rows recomputed densely by the last twell() call (synchronises the stream).
   std::uint64_t last_overflow_rows();
+  /// (row, tile) pairs of the last twell() call that had more non-zeros than capacity; empty when the
+  /// gate kernel that ran only flags rows (the Hopper kernel clamps counts without counting tiles).
+  std::optional<std::uint64_t> last_overflow_tiles();
+  /// The rows recomputed densely by the last twell() call, ascending (synchronises; tests).
+  std::vector<std::uint32_t> last_overflow_row_indices();
 
-  /// The packed TwELL buffer of the last twell() call: [M, N_padded / C] uint32 (tests).
+  /// The packed TwELL buffer of the last twell() call: [M, N_padded / C] uint32 (tests). Count
+  /// words are clamped to capacity; words past a tile's count are zero.
   const std::uint32_t* last_packed() const;
 
   cudaStream_t stream() const;
@@ -57,5 +94,35 @@ class FfnRunner {
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };
+
+/// The shape of one FFN layer call, for choose_ffn_path.
+struct FfnShape {
+  int tokens = 0;
+  int hidden = 0;
+  int intermediate = 0;
+  std::uint32_t compression = 8;
+  bool gated = true;
+};
+
+/// Where a break-even density comes from.
+struct FfnBreakEven {
+  double density = 0;     ///< fraction of gate activations > 0 above which dense is faster
+  bool measured = false;  ///< from a benchmark of this GPU and shape, not the conservative default
+  std::string basis;      ///< e.g. "NVIDIA H200, D 2048, N 5632, C 8, M 131072 (bench_ffn 2026-12-02)"
+};
+
+/// The density above which the dense FFN beats TwELL (Auto kernels) for this shape on `device`:
+/// from the table bench_ffn measured (same GPU model and compute capability, same D, N, C and
+/// gating; the nearest measured token count), else kDefaultTwellBreakEven, which is conservative:
+/// below every break-even measured so far with the Hopper gate, and TwELL at that density with the
+/// portable gate is still near dense.
+FfnBreakEven twell_break_even(const FfnShape& shape, int device);
+inline constexpr double kDefaultTwellBreakEven = 0.0025;
+
+/// Per-layer dispatch: FfnPath::Twell when the layer's measured gate density (fraction of
+/// activations > 0, e.g. from the profiler's previous pass) is below the break-even for this GPU
+/// and shape, else FfnPath::Dense. The profiler still measures both paths; this only picks the one
+/// a production forward would run.
+FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int device);
 
 }  // namespace twell::cuda

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FfnRunner: the dense and TwELL FFN paths on one stream, with their workspaces.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "twell/error.hpp"
+#include "twell/kernels/dense_ffn.hpp"
+#include "twell/kernels/device_buffer.hpp"
+#include "twell/kernels/ffn.hpp"
+#include "twell/kernels/stream.hpp"
+#include "twell/kernels/trace_op.hpp"
+#include "twell/kernels/twell_gate_pack.hpp"
+#include "twell/kernels/twell_gate_pack_sm90.hpp"
+#include "twell/kernels/twell_overflow.hpp"
+#include "twell/kernels/twell_up_down.hpp"
+#include "twell_dispatch_gate.hpp"
+
+namespace twell::cuda {
+
+struct FfnRunner::Impl {
+  explicit Impl(cudaStream_t s) : stream(s) {}
+  cudaStream_t stream;
+  DenseFfn dense;
+  DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
+  DeviceBuffer<std::uint32_t> overflow_state;           ///< [2 + M]: row count, tile count, row flags
+  DeviceBuffer<std::uint32_t> overflow_rows;            ///< [M]: the overflowing rows
+  DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
+  PinnedBuffer<std::uint32_t> counters_host{2};
+  Event counters_ready{false};
+  std::uint64_t last_rows = 0, last_tiles = 0;
+  bool tiles_counted = true;
+  TwellKernels requested, last_kernels;
+};
+
+namespace {
+
+// Auto takes the Hopper kernel where it runs and its TMA maps can address the operands (16-byte
+// aligned bases).
+GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* weight) {
+  if (requested != GateKernel::Auto) return requested;
+  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(weight) % 16 != 0)
+    return GateKernel::Portable;
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  return gate_kernel_sm90_available(device) ? GateKernel::Sm90 : GateKernel::Portable;
+}
+
+}  // namespace
+
+const char* to_string(GateKernel kernel) noexcept {
+  switch (kernel) {
+    case GateKernel::Auto:
+      return "auto";
+    case GateKernel::Portable:
+      return "portable";
+    case GateKernel::Sm90:
+      return "sm90";
+  }
+  return "unknown";
+}
+
+bool gate_kernel_sm90_available(int device) {
+  return binary_runs_sm90a_code(device);
+}
+
+FfnRunner::FfnRunner(cudaStream_t stream) : m_impl(std::make_unique<Impl>(stream)) {}
+FfnRunner::~FfnRunner() = default;
+
+cudaStream_t FfnRunner::stream() const {
+  return m_impl->stream;
+}
+
+void FfnRunner::dense(const FfnDeviceWeights& weights, Activation activation, const __nv_bfloat16* x,
+                      int tokens, __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag,
+                      const __nv_bfloat16** gate_preactivation) {
+  m_impl->dense.run(weights, activation, x, tokens, out, m_impl->stream, tracer, tag, gate_preactivation);
+}
+
+void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x,
+                      int tokens, __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag) {
+  validate_ffn_weights(weights, true);
+  if (tokens <= 0) throw Error(Error::Kind::InvalidInput, "TwELL FFN: token count must be positive");
+  const std::uint32_t compression = options.compression;
+  if (compression != 8 && compression != 4 && compression != 2)
+    throw Error(Error::Kind::Unsupported,
+                "TwELL FFN: compression factor " + std::to_string(compression) + " is not 8, 4 or 2");
+  Impl& impl = *m_impl;
+  const cudaStream_t stream = impl.stream;
+  const bool gated = weights.gate != nullptr;
+  const int padded = twell_padded_neurons(weights.intermediate);
+  const std::size_t rows = static_cast<std::size_t>(tokens);
+  impl.packed.ensure(rows * (padded / compression));
+  impl.overflow_state.ensure(2 + rows);
+  impl.overflow_rows.ensure(rows);
+  std::uint32_t* row_flags = impl.overflow_state.data() + 2;
+  const GateKernel gate = resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up);
+  if (gate == GateKernel::Sm90) {
+    int device = 0;
+    TWELL_CUDA_CHECK(cudaGetDevice(&device));
+    if (!gate_kernel_sm90_available(device))
+      throw Error(Error::Kind::Unsupported,
+                  "TwELL FFN: the sm_90a gate kernel was requested but this device or build cannot run it");
+  }
+  const UpDownKernel up_down = resolve_up_down_kernel(impl.requested.up_down, weights.hidden);
+  if (up_down == UpDownKernel::PerTokenWarp && !up_down_per_token_warp_supported(weights.hidden))
+    throw Error(Error::Kind::Unsupported,
+                "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
+                    std::to_string(weights.hidden) + ")");
+  impl.last_kernels = {gate, up_down};
+  impl.tiles_counted = gate == GateKernel::Portable;
+
+  {
+    ScopedTrace scope(tracer, with_op(tag, "gate_pack"));
+    TWELL_CUDA_CHECK(
+        cudaMemsetAsync(impl.overflow_state.data(), 0, (2 + rows) * sizeof(std::uint32_t), stream));
+    const __nv_bfloat16* weight = gated ? weights.gate : weights.up;
+    if (gate == GateKernel::Sm90) {
+      GatePackSm90Params pack;
+      pack.x = x;
+      pack.weight = weight;
+      pack.packed = impl.packed.data();
+      pack.row_overflow = row_flags;
+      pack.tokens = tokens;
+      pack.hidden = weights.hidden;
+      pack.neurons = weights.intermediate;
+      pack.compression = static_cast<int>(compression);
+      gate_pack_sm90(pack, stream);
+      // The Hopper kernel flags rows; the dense recomputation wants their count and list.
+      launch_compact_flagged_rows(row_flags, tokens, impl.overflow_state.data(), impl.overflow_rows.data(),
+                                  stream);
+    } else {
+      GatePackArgs pack;
+      pack.x = x;
+      pack.weight = weight;
+      pack.rows = tokens;
+      pack.hidden = weights.hidden;
+      pack.neurons = weights.intermediate;
+      pack.compression = compression;
+      pack.packed = impl.packed.data();
+      pack.overflow = {impl.overflow_state.data(), row_flags, impl.overflow_rows.data()};
+      launch_twell_gate_pack(pack, stream);
+    }
+    TWELL_CUDA_CHECK(cudaMemcpyAsync(impl.counters_host.data(), impl.overflow_state.data(),
+                                     2 * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
+    impl.counters_ready.record(stream);
+  }
+  {
+    ScopedTrace scope(tracer, with_op(tag, "up_down"));
+    UpDownArgs consume;
+    consume.x = x;
+    consume.packed = impl.packed.data();
+    consume.up = gated ? weights.up : nullptr;
+    consume.down_t = weights.down_t;
+    consume.row_flags = row_flags;
+    consume.out = out;
+    consume.rows = tokens;
+    consume.hidden = weights.hidden;
+    consume.padded_neurons = padded;
+    consume.compression = compression;
+    consume.highest_precision = options.highest_precision;
+    consume.kernel = up_down;
+    launch_twell_up_down(consume, stream);
+  }
+
+  // The consumer is queued behind the gate kernel; waiting for the counters only costs host time.
+  impl.counters_ready.synchronize();
+  impl.last_rows = impl.counters_host.data()[0];
+  impl.last_tiles = impl.counters_host.data()[1];
+  if (impl.last_rows == 0) return;
+
+  ScopedTrace scope(tracer, with_op(tag, "overflow_dense"));
+  const int overflow = static_cast<int>(impl.last_rows);
+  const std::size_t tail_elements = impl.last_rows * static_cast<std::size_t>(weights.hidden);
+  impl.tail_input.ensure(tail_elements);
+  impl.tail_output.ensure(tail_elements);
+  launch_gather_rows(x, impl.overflow_rows.data(), overflow, weights.hidden, impl.tail_input.data(), stream);
+  impl.dense.run(weights, Activation::Relu, impl.tail_input.data(), overflow, impl.tail_output.data(), stream,
+                 nullptr, tag);
+  launch_scatter_rows(impl.tail_output.data(), impl.overflow_rows.data(), overflow, weights.hidden, out,
+                      stream);
+}
+
+std::uint64_t FfnRunner::last_overflow_rows() {
+  TWELL_CUDA_CHECK(cudaStreamSynchronize(m_impl->stream));
+  return m_impl->last_rows;
+}
+
+std::optional<std::uint64_t> FfnRunner::last_overflow_tiles() {
+  TWELL_CUDA_CHECK(cudaStreamSynchronize(m_impl->stream));
+  if (!m_impl->tiles_counted) return std::nullopt;
+  return m_impl->last_tiles;
+}
+
+void FfnRunner::set_twell_kernels(const TwellKernels& kernels) {
+  m_impl->requested = kernels;
+}
+
+TwellKernels FfnRunner::last_twell_kernels() const {
+  return m_impl->last_kernels;
+}
+
+std::vector<std::uint32_t> FfnRunner::last_overflow_row_indices() {
+  std::vector<std::uint32_t> rows(m_impl->last_rows);
+  if (!rows.empty()) {
+    m_impl->overflow_rows.copy_to_host(rows.data(), rows.size(), m_impl->stream);
+  }
+  TWELL_CUDA_CHECK(cudaStreamSynchronize(m_impl->stream));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+const std::uint32_t* FfnRunner::last_packed() const {
+  return m_impl->packed.data();
+}
+
+}  // namespace twell::cuda

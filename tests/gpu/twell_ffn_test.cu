@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The whole TwELL FFN on the GPU (gate-pack, fused up/down, dense recomputation of overflowing
+// rows) against core's CPU references, with TWELL_SPEC §6's tolerances: relative Frobenius error
+// <= 2e-2 and cosine >= 0.999 against the fp32 FFN (<= 2e-3 in highest precision), every C,
+// gated and non-gated, M not a multiple of anything, overflowing rows recomputed and counted.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controlled_density.hpp"
+#include "gpu_test_support.hpp"
+#include "twell/kernels/ffn.hpp"
+#include "twell/kernels/stream.hpp"
+#include "twell/metrics.hpp"
+#include "twell/reference_ffn.hpp"
+#include "twell/twell_format.hpp"
+
+namespace twell::test {
+namespace {
+
+struct FfnCase {
+  std::size_t tokens, hidden, intermediate;
+  double density;
+  double heavy_fraction;  // tokens firing at 35 %: they overflow C = 8 (and C = 4 for wide N)
+  bool gated;
+};
+
+std::string describe(const FfnCase& c) {
+  return "M=" + std::to_string(c.tokens) + " D=" + std::to_string(c.hidden) +
+         " N=" + std::to_string(c.intermediate) + (c.gated ? " gated" : " non-gated");
+}
+
+Matrix select_rows(const Matrix& matrix, const std::vector<bool>& keep) {
+  std::size_t kept = 0;
+  for (bool k : keep) kept += k ? 1 : 0;
+  Matrix out(kept, matrix.cols);
+  std::size_t next = 0;
+  for (std::size_t r = 0; r < matrix.rows; ++r)
+    if (keep[r])
+      std::copy_n(matrix.data.data() + r * matrix.cols, matrix.cols, out.data.data() + next++ * matrix.cols);
+  return out;
+}
+
+// Cosine per block of 64 rows, skipping blocks where nothing fired.
+void expect_block_cosines(const Matrix& reference, const Matrix& candidate, double minimum) {
+  const std::size_t block = 64;
+  for (std::size_t first = 0; first < reference.rows; first += block) {
+    const std::size_t rows = std::min(block, reference.rows - first);
+    Matrix a(rows, reference.cols), b(rows, reference.cols);
+    std::copy_n(reference.data.data() + first * reference.cols, rows * reference.cols, a.data.data());
+    std::copy_n(candidate.data.data() + first * reference.cols, rows * reference.cols, b.data.data());
+    double norm = 0;
+    for (float v : a.data) norm += static_cast<double>(v) * v;
+    if (norm == 0) continue;
+    EXPECT_GE(compare_outputs(a, b).cosine, minimum) << "rows " << first << ".." << first + rows;
+  }
+}
+
+// Every kernel combination this device runs: both consumers with the portable gate, and with the
+// Hopper gate where the device and build have it.
+std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
+  std::vector<cuda::GateKernel> gates = {cuda::GateKernel::Portable};
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  if (cuda::gate_kernel_sm90_available(device)) gates.push_back(cuda::GateKernel::Sm90);
+  std::vector<cuda::UpDownKernel> consumers = {cuda::UpDownKernel::PerTokenCta};
+  if (cuda::up_down_per_token_warp_supported(hidden)) consumers.push_back(cuda::UpDownKernel::PerTokenWarp);
+  std::vector<cuda::TwellKernels> combinations;
+  for (auto gate : gates)
+    for (auto consumer : consumers) combinations.push_back({gate, consumer});
+  return combinations;
+}
+
+std::string describe(const cuda::TwellKernels& kernels) {
+  return std::string("gate ") + cuda::to_string(kernels.gate) + ", up_down " +
+         cuda::to_string(kernels.up_down);
+}
+
+class TwellFfn : public ::testing::TestWithParam<FfnCase> {};
+
+TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const FfnCase c = GetParam();
+  SCOPED_TRACE(describe(c));
+  ControlledFfnOptions options;
+  options.tokens = c.tokens;
+  options.hidden = c.hidden;
+  options.intermediate = c.intermediate;
+  options.density = c.density;
+  options.gated = c.gated;
+  options.heavy_row_fraction = c.heavy_fraction;
+  options.heavy_row_density = 0.35;
+  options.seed = 7 + c.tokens + c.hidden;
+  const ControlledFfn problem = make_controlled_ffn(options);
+
+  reference::FfnWeights weights;
+  weights.gate = c.gated ? &problem.gate : nullptr;
+  weights.up = &problem.up;
+  weights.down = &problem.down;
+  weights.down_t = &problem.down_t;
+  Matrix preactivation;
+  const Matrix fp32 =
+      reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32, &preactivation);
+  const Matrix emulated_c8 =
+      reference::twell_ffn(problem.x, weights, 8, reference::Precision::Bf16Emulated).out;
+  const Matrix highest_c8 = reference::twell_ffn(problem.x, weights, 8, reference::Precision::Highest).out;
+
+  const DeviceFfn device(problem);
+  const auto x = upload_bf16(problem.x);
+  cuda::Stream stream;
+  cuda::FfnRunner runner(stream.get());
+  const std::size_t elements = c.tokens * c.hidden;
+
+  for (const cuda::TwellKernels& kernels : kernel_combinations(static_cast<int>(c.hidden))) {
+    SCOPED_TRACE(describe(kernels));
+    runner.set_twell_kernels(kernels);
+    for (std::uint32_t compression : {8u, 4u, 2u}) {
+      const TwellPacked reference_pack =
+          twell_pack(preactivation.data.data(), static_cast<std::uint32_t>(c.tokens),
+                     static_cast<std::uint32_t>(c.intermediate), compression);
+      for (bool highest : {false, true}) {
+        SCOPED_TRACE("C=" + std::to_string(compression) +
+                     (highest ? " highest precision" : " default precision"));
+        auto out = poisoned_bf16(elements);
+        FfnOptions ffn;
+        ffn.compression = compression;
+        ffn.highest_precision = highest;
+        runner.twell(device.weights(), ffn, x.data(), static_cast<int>(c.tokens), out.data(), nullptr,
+                     TraceTag{});
+        EXPECT_EQ(runner.last_overflow_rows(), reference_pack.overflow_rows.size());
+        EXPECT_EQ(runner.last_overflow_row_indices(), reference_pack.overflow_rows);
+        EXPECT_EQ(runner.last_twell_kernels().gate, kernels.gate);
+        EXPECT_EQ(runner.last_twell_kernels().up_down, kernels.up_down);
+        if (kernels.gate == cuda::GateKernel::Portable) {
+          EXPECT_EQ(runner.last_overflow_tiles(),
+                    std::optional<std::uint64_t>(reference_pack.overflow_tiles));
+        } else {
+          EXPECT_FALSE(runner.last_overflow_tiles().has_value());  // the Hopper kernel flags rows only
+        }
+        const Matrix gpu = download_bf16(out.data(), c.tokens, c.hidden);
+
+        const ErrorMetrics all = compare_outputs(fp32, gpu);
+        EXPECT_LE(all.rel_frobenius, 2e-2);
+        EXPECT_GE(all.cosine, 0.999);
+        expect_block_cosines(fp32, gpu, 0.999);
+        if (highest) {
+          // The TwELL rows themselves (overflowing rows follow the dense bf16 path). Against fp32 the
+          // floor is the bf16 rounding of the output and of the stored gate values, about 2e-3 together.
+          std::vector<bool> sparse_rows(c.tokens, true);
+          for (std::uint32_t r : reference_pack.overflow_rows) sparse_rows[r] = false;
+          const ErrorMetrics sparse =
+              compare_outputs(select_rows(fp32, sparse_rows), select_rows(gpu, sparse_rows));
+          EXPECT_LE(sparse.rel_frobenius, 3e-3);
+        }
+        if (compression == 8) {  // same rounding points as the GPU: only the summation order differs
+          if (highest) {         // overflowing rows: the GPU's dense recomputation rounds g, u and h to bf16
+            std::vector<bool> sparse_rows(c.tokens, true);
+            for (std::uint32_t r : reference_pack.overflow_rows) sparse_rows[r] = false;
+            EXPECT_LE(compare_outputs(select_rows(highest_c8, sparse_rows), select_rows(gpu, sparse_rows))
+                          .rel_frobenius,
+                      2e-3);
+          } else {
+            EXPECT_LE(compare_outputs(emulated_c8, gpu).rel_frobenius, 1e-2);
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TwellFfn,
+    ::testing::Values(FfnCase{1, 64, 172, 0.05, 0, true}, FfnCase{77, 64, 172, 0.05, 0.05, true},
+                      FfnCase{1000, 64, 172, 0.05, 0.05, true}, FfnCase{1000, 256, 768, 0.03, 0.03, true},
+                      FfnCase{333, 512, 1000, 0.03, 0.03, true}, FfnCase{77, 2048, 5632, 0.02, 0.05, true},
+                      FfnCase{77, 4096, 11008, 0.01, 0.05, true}, FfnCase{35, 8192, 1024, 0.02, 0.05, true},
+                      FfnCase{77, 64, 172, 0.05, 0.05, false}, FfnCase{129, 1024, 2816, 0.02, 0.05, false},
+                      FfnCase{77, 2048, 5632, 0.02, 0.05, false}));
+
+// Records which ops the runner tagged.
+class RecordingTracer : public Tracer {
+ public:
+  TracerInfo info() const override { return {"recording", "gpu", "", false}; }
+  void push(const TraceTag& tag) override { ops.push_back(tag.op); }
+  void pop() override {}
+  std::vector<KernelRecord> collect() override { return {}; }
+  std::vector<std::string> ops;
+};
+
+TEST(TwellFfnRunner, TagsEachLaunchGroup) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  ControlledFfnOptions options;
+  options.tokens = 64;
+  options.hidden = 128;
+  options.intermediate = 512;
+  options.density = 0.05;
+  options.heavy_row_fraction = 0.1;
+  options.heavy_row_density = 0.4;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device(problem);
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(64 * 128);
+  cuda::FfnRunner runner(nullptr);
+  RecordingTracer tracer;
+  TraceTag tag;
+  tag.layer = 3;
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 64, out.data(), &tracer, tag);
+  ASSERT_GT(runner.last_overflow_rows(), 0u);
+  EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_pack", "up_down", "overflow_dense"}));
+  tracer.ops.clear();
+  runner.dense(device.weights(), Activation::Relu, x.data(), 64, out.data(), &tracer, tag);
+  EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_up", "act_mul", "down"}));
+}
+
+TEST(TwellFfnRunner, RejectsUnsupportedOptions) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  cuda::FfnRunner runner(nullptr);
+  cuda::FfnDeviceWeights weights;
+  weights.hidden = 96;
+  weights.intermediate = 256;
+  const auto dummy = poisoned_bf16(1024);
+  weights.gate = weights.up = weights.down = weights.down_t = dummy.data();
+  EXPECT_THROW(runner.twell(weights, FfnOptions{}, dummy.data(), 1, nullptr, nullptr, TraceTag{}), Error);
+  weights.hidden = 64;
+  FfnOptions options;
+  options.compression = 3;
+  EXPECT_THROW(runner.twell(weights, options, dummy.data(), 1, nullptr, nullptr, TraceTag{}), Error);
+}
+
+TEST(TwellFfnRunner, AutoPicksTheHopperKernelsWhereTheyRun) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  ControlledFfnOptions options;
+  options.tokens = 33;
+  options.hidden = 256;
+  options.intermediate = 512;
+  options.density = 0.05;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device(problem);
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(33 * 256);
+  cuda::FfnRunner runner(nullptr);
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{});
+  int ordinal = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
+  const bool hopper = cuda::gate_kernel_sm90_available(ordinal);
+  EXPECT_EQ(runner.last_twell_kernels().gate, hopper ? cuda::GateKernel::Sm90 : cuda::GateKernel::Portable);
+  EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::PerTokenCta);
+  if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
+    runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
+    EXPECT_THROW(runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{}),
+                 Error);
+  }
+  // The warp consumer holds D / 32 accumulators per lane in registers: wider layers are refused
+  // before anything is launched.
+  EXPECT_TRUE(cuda::up_down_per_token_warp_supported(2048));
+  EXPECT_FALSE(cuda::up_down_per_token_warp_supported(4096));
+  runner.set_twell_kernels({cuda::GateKernel::Auto, cuda::UpDownKernel::PerTokenWarp});
+  cuda::FfnDeviceWeights wide = device.weights();
+  wide.hidden = 4096;
+  EXPECT_THROW(runner.twell(wide, FfnOptions{}, x.data(), 1, out.data(), nullptr, TraceTag{}), Error);
+}
+
+TEST(FfnDispatch, ChoosesTwellOnlyBelowTheBreakEven) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  int ordinal = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
+  const cuda::FfnShape sparse_lm{131072, 2048, 5632, 8, true};
+  const cuda::FfnBreakEven measured = cuda::twell_break_even(sparse_lm, ordinal);
+  EXPECT_GT(measured.density, 0.0);
+  EXPECT_LT(measured.density, 0.2);
+  EXPECT_FALSE(measured.basis.empty());
+  EXPECT_EQ(cuda::choose_ffn_path(0.0, sparse_lm, ordinal), FfnPath::Twell);
+  EXPECT_EQ(cuda::choose_ffn_path(0.5 * measured.density, sparse_lm, ordinal), FfnPath::Twell);
+  EXPECT_EQ(cuda::choose_ffn_path(measured.density, sparse_lm, ordinal), FfnPath::Dense);
+  EXPECT_EQ(cuda::choose_ffn_path(0.3, sparse_lm, ordinal), FfnPath::Dense);
+  EXPECT_EQ(cuda::choose_ffn_path(std::nan(""), sparse_lm, ordinal), FfnPath::Dense);
+  // A shape nobody measured gets the conservative default.
+  const cuda::FfnShape unmeasured{1000, 192, 640, 8, true};
+  const cuda::FfnBreakEven fallback = cuda::twell_break_even(unmeasured, ordinal);
+  EXPECT_FALSE(fallback.measured);
+  EXPECT_EQ(fallback.density, cuda::kDefaultTwellBreakEven);
+  EXPECT_EQ(cuda::choose_ffn_path(0.9 * cuda::kDefaultTwellBreakEven, unmeasured, ordinal), FfnPath::Twell);
+  EXPECT_EQ(cuda::choose_ffn_path(0.01, unmeasured, ordinal), FfnPath::Dense);
+}
+
+}  // namespace
+}  // namespace twell::test

@@ -27,6 +27,7 @@ struct DeviceInfo {
   std::string driver_version;
   std::string runtime_version;
   std::string kernel_family;        ///< "hopper-sm90a", "portable-sm80", "cpu-reference"
+  bool operator==(const DeviceInfo&) const = default;
 };
 
 struct FfnOptions {

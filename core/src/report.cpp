@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "twell/report.hpp"
+
+namespace twell {
+
+const PathTiming* LayerReport::find_path(const std::string& name) const {
+  for (const auto& timing : paths)
+    if (timing.path == name) return &timing;
+  return nullptr;
+}
+
+std::optional<double> LayerReport::speedup() const {
+  const PathTiming* dense = find_path("dense");
+  const PathTiming* sparse = find_path("twell");
+  if (!dense || !sparse || dense->total.count == 0 || sparse->total.count == 0 ||
+      sparse->total.median_us <= 0)
+    return std::nullopt;
+  return dense->total.median_us / sparse->total.median_us;
+}
+
+const EndToEndPath* Report::find_end_to_end(const std::string& path) const {
+  for (const auto& entry : end_to_end)
+    if (entry.path == path) return &entry;
+  return nullptr;
+}
+
+std::optional<double> Report::end_to_end_speedup() const {
+  const EndToEndPath* dense = find_end_to_end("dense");
+  const EndToEndPath* sparse = find_end_to_end("twell");
+  if (!dense || !sparse || dense->tokens_per_ms <= 0 || sparse->tokens_per_ms <= 0) return std::nullopt;
+  return sparse->tokens_per_ms / dense->tokens_per_ms;
+}
+
+}  // namespace twell

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "twell/report_compare.hpp"
+
+#include <cmath>
+#include <map>
+
+namespace twell {
+namespace {
+
+std::optional<double> ratio_of(const std::optional<double>& a, const std::optional<double>& b) {
+  if (!a || !b || !(*a > 0) || !std::isfinite(*b)) return std::nullopt;
+  return *b / *a;
+}
+
+std::optional<double> path_median(const LayerReport& layer, const char* path) {
+  const PathTiming* timing = layer.find_path(path);
+  if (!timing || timing->total.count == 0) return std::nullopt;
+  return timing->total.median_us;
+}
+
+std::optional<double> geometric_mean(const std::vector<double>& ratios) {
+  if (ratios.empty()) return std::nullopt;
+  double log_sum = 0;
+  for (double r : ratios) log_sum += std::log(r);
+  return std::exp(log_sum / double(ratios.size()));
+}
+
+void add_caveats(const Report& a, const Report& b, ReportComparison& out) {
+  auto differ = [&](const std::string& what, const std::string& value_a, const std::string& value_b) {
+    if (value_a != value_b)
+      out.caveats.push_back(what + " differs: " + value_a + " (A) vs " + value_b + " (B)");
+  };
+  differ("device", a.device.name + " [" + a.device.backend + "]",
+         b.device.name + " [" + b.device.backend + "]");
+  if (a.tracer.clock != b.tracer.clock)
+    out.caveats.push_back("timing clocks differ: A has " + a.tracer.clock + " timings, B has " +
+                          b.tracer.clock + " timings; their time deltas compare different things");
+  differ("tracer", a.tracer.name, b.tracer.name);
+  const ModelConfig& ma = a.model.config;
+  const ModelConfig& mb = b.model.config;
+  auto shape = [](const ModelConfig& m) {
+    return m.model_type + " " + std::to_string(m.num_hidden_layers) + " layers, hidden " +
+           std::to_string(m.hidden_size) + ", FFN " + std::to_string(m.intermediate_size);
+  };
+  differ("model", shape(ma), shape(mb));
+  differ("model source", a.model.source, b.model.source);
+  differ("activation", to_string(a.model.activation.activation), to_string(b.model.activation.activation));
+  differ("tokens",
+         std::to_string(a.config.batch) + " x " + std::to_string(a.config.sequence) + " " +
+             a.config.token_source,
+         std::to_string(b.config.batch) + " x " + std::to_string(b.config.sequence) + " " +
+             b.config.token_source);
+  differ("compression factor", "C=" + std::to_string(a.config.compression),
+         "C=" + std::to_string(b.config.compression));
+}
+
+}  // namespace
+
+std::optional<double> LayerComparison::dense_ratio() const {
+  return ratio_of(dense_us_a, dense_us_b);
+}
+std::optional<double> LayerComparison::twell_ratio() const {
+  return ratio_of(twell_us_a, twell_us_b);
+}
+std::optional<double> LayerComparison::density_delta() const {
+  if (!density_a || !density_b) return std::nullopt;
+  return *density_b - *density_a;
+}
+std::optional<double> EndToEndComparison::ratio() const {
+  return ratio_of(tokens_per_ms_a, tokens_per_ms_b);
+}
+
+ReportComparison compare_reports(const Report& a, const Report& b, const std::string& label_a,
+                                 const std::string& label_b, double threshold) {
+  ReportComparison out;
+  out.label_a = label_a;
+  out.label_b = label_b;
+  out.threshold = threshold;
+
+  std::map<int, LayerComparison> by_index;
+  auto fill = [&](const Report& report, bool is_a) {
+    for (const auto& layer : report.layers) {
+      LayerComparison& c = by_index[layer.index];
+      c.layer = layer.index;
+      (is_a ? c.in_a : c.in_b) = true;
+      (is_a ? c.density_a : c.density_b) = layer.sparsity.density;
+      (is_a ? c.dead_a : c.dead_b) = layer.sparsity.dead_neurons;
+      (is_a ? c.dense_us_a : c.dense_us_b) = path_median(layer, "dense");
+      (is_a ? c.twell_us_a : c.twell_us_b) = path_median(layer, "twell");
+      (is_a ? c.speedup_a : c.speedup_b) = layer.speedup();
+    }
+  };
+  fill(a, true);
+  fill(b, false);
+
+  std::vector<double> dense_ratios, twell_ratios;
+  std::vector<int> only_a, only_b;
+  for (auto& [index, c] : by_index) {
+    if (!c.in_b) only_a.push_back(index);
+    if (!c.in_a) only_b.push_back(index);
+    if (const auto r = c.dense_ratio()) dense_ratios.push_back(*r);
+    if (const auto r = c.twell_ratio()) twell_ratios.push_back(*r);
+    const auto r = c.twell_ratio() ? c.twell_ratio() : c.dense_ratio();
+    if (r && *r > 1.0 + threshold) out.slower_layers.push_back(index);
+    if (r && *r < 1.0 - threshold) out.faster_layers.push_back(index);
+    out.layers.push_back(c);
+  }
+  out.dense_time_ratio = geometric_mean(dense_ratios);
+  out.twell_time_ratio = geometric_mean(twell_ratios);
+
+  for (const char* path : {"dense", "twell"}) {
+    const EndToEndPath* ea = a.find_end_to_end(path);
+    const EndToEndPath* eb = b.find_end_to_end(path);
+    if (!ea && !eb) continue;
+    EndToEndComparison e;
+    e.path = path;
+    if (ea) e.tokens_per_ms_a = ea->tokens_per_ms;
+    if (eb) e.tokens_per_ms_b = eb->tokens_per_ms;
+    out.end_to_end.push_back(e);
+  }
+
+  add_caveats(a, b, out);
+  auto list = [](const std::vector<int>& layers) {
+    std::string text;
+    for (std::size_t i = 0; i < layers.size(); ++i) text += (i ? ", " : "") + std::to_string(layers[i]);
+    return text;
+  };
+  if (!only_a.empty()) out.caveats.push_back("layers only in A: " + list(only_a));
+  if (!only_b.empty()) out.caveats.push_back("layers only in B: " + list(only_b));
+  return out;
+}
+
+}  // namespace twell

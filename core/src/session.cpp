@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "twell/session.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <set>
+
+#include "twell/error.hpp"
+#include "twell/timing_aggregate.hpp"
+#include "twell/trace_attribution.hpp"
+#include "twell/version.hpp"
+
+namespace twell {
+namespace {
+
+constexpr const char* kLayerPhase = "layer_ffn";
+constexpr const char* kEndToEndPhase = "end_to_end";
+constexpr const char* kCapturePhase = "capture";
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof(buffer) - 1) != 0) return "unknown";
+  return buffer;
+}
+
+FfnPath path_from_name(const std::string& name) {
+  return name == "dense" ? FfnPath::Dense : FfnPath::Twell;
+}
+
+/// Work is counted in "FFN runs": a whole forward costs about one per layer, so the per-layer
+/// repetitions and the end-to-end forwards share one scale and the fraction moves evenly.
+class ProgressTracker {
+ public:
+  ProgressTracker(const ProgressCallback& callback, double total_units)
+      : m_callback(callback),
+        m_total(std::max(total_units, 1.0)),
+        m_start(std::chrono::steady_clock::now()) {}
+
+  void advance(double units, const std::string& stage, std::size_t done, std::size_t count) {
+    m_done = std::min(m_total, m_done + units);
+    report(stage, done, count, m_done / m_total);
+  }
+  /// Counts work inside a unit the caller reports with advance(); calls back at most every 50 ms,
+  /// so a long layer still shows movement and can be cancelled without flooding the callback.
+  void tick(double units, const std::string& stage, std::size_t done, std::size_t count) {
+    m_done = std::min(m_total, m_done + units);
+    if (std::chrono::steady_clock::now() - m_last_report >= std::chrono::milliseconds(50))
+      report(stage, done, count, m_done / m_total);
+  }
+  void finish() { report("done", 1, 1, 1.0); }
+  void start(const std::string& stage, std::size_t count) { report(stage, 0, count, m_done / m_total); }
+
+ private:
+  void report(const std::string& stage, std::size_t done, std::size_t count, double fraction) {
+    if (!m_callback) return;
+    m_last_report = std::chrono::steady_clock::now();
+    SessionProgress progress;
+    progress.stage = stage;
+    progress.layer = done;
+    progress.layer_count = count;
+    progress.fraction = fraction;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    // Extrapolating from the first few percent mostly measures start-up; wait a little.
+    if (fraction >= 0.02 && fraction < 1.0) progress.seconds_left = elapsed * (1.0 - fraction) / fraction;
+    if (fraction >= 1.0) progress.seconds_left = 0.0;
+    if (!m_callback(progress)) throw Error(Error::Kind::Cancelled, "profiling cancelled");
+  }
+
+  const ProgressCallback& m_callback;
+  double m_total;
+  double m_done = 0;
+  std::chrono::steady_clock::time_point m_start;
+  std::chrono::steady_clock::time_point m_last_report{};
+};
+
+void validate(const ProfileConfig& config, const TokenBatch& tokens, const ModelSummary& model) {
+  auto invalid = [](const std::string& what) {
+    throw Error(Error::Kind::InvalidInput, "profile configuration: " + what);
+  };
+  if (config.paths.empty()) invalid("no FFN path selected (choose dense, twell or both)");
+  std::set<std::string> seen;
+  for (const auto& path : config.paths) {
+    if (path != "dense" && path != "twell")
+      invalid("unknown FFN path \"" + path + "\" (expected dense or twell)");
+    if (!seen.insert(path).second) invalid("FFN path \"" + path + "\" listed twice");
+  }
+  if (std::find(std::begin(kCompressionFactors), std::end(kCompressionFactors), config.compression) ==
+      std::end(kCompressionFactors))
+    invalid("compression factor C=" + std::to_string(config.compression) + " is not one of 8, 4, 2");
+  if (config.repetitions == 0) invalid("at least one timed repetition is needed");
+  const auto layer_count = model.config.num_hidden_layers;
+  for (int layer : config.layers)
+    if (layer < 0 || layer >= layer_count)
+      invalid("layer " + std::to_string(layer) + " does not exist (the model has " +
+              std::to_string(layer_count) + " layers, 0 to " + std::to_string(layer_count - 1) + ")");
+  if (tokens.count() == 0 || tokens.count() != std::size_t(tokens.batch) * tokens.sequence)
+    invalid("the token batch is empty or not batch x sequence");
+}
+
+}  // namespace
+
+ModelSummary summarize_model(const Checkpoint& checkpoint, const std::string& source) {
+  ModelSummary summary;
+  summary.source = source;
+  summary.config = checkpoint.config();
+  summary.activation = checkpoint.activation();
+  summary.parameters = checkpoint.parameter_count();
+  return summary;
+}
+
+std::string utc_timestamp_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buffer;
+}
+
+Session::Session(Backend& backend, Tracer& tracer, ModelSummary model)
+    : m_backend(backend), m_tracer(tracer), m_model(std::move(model)) {}
+
+Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
+                    const ProgressCallback& progress) {
+  validate(requested, tokens, m_model);
+  ProfileConfig config = requested;
+  config.batch = tokens.batch;
+  config.sequence = tokens.sequence;
+  if (!tokens.source.empty()) config.token_source = tokens.source;
+  std::sort(config.layers.begin(), config.layers.end());
+  config.layers.erase(std::unique(config.layers.begin(), config.layers.end()), config.layers.end());
+
+  const auto layer_count = static_cast<std::size_t>(m_model.config.num_hidden_layers);
+  std::vector<bool> selected(layer_count, config.layers.empty());
+  for (int layer : config.layers) selected[static_cast<std::size_t>(layer)] = true;
+  const auto selected_count = static_cast<std::size_t>(std::count(selected.begin(), selected.end(), true));
+  const bool compare_paths =
+      std::find(config.paths.begin(), config.paths.end(), "dense") != config.paths.end() &&
+      std::find(config.paths.begin(), config.paths.end(), "twell") != config.paths.end();
+
+  FfnOptions ffn;
+  ffn.compression = config.compression;
+  ffn.highest_precision = config.highest_precision;
+  const double runs_per_path = double(config.warmup) + double(config.repetitions);
+  const double layer_units = double(config.paths.size()) * runs_per_path;
+  const double forward_units = double(layer_count);
+  const double total_units =
+      forward_units + double(selected_count) * layer_units +
+      (config.end_to_end ? double(config.paths.size()) * runs_per_path * forward_units : 0.0);
+  ProgressTracker tracker(progress, total_units);
+
+  // Records left over from earlier work on this tracer belong to nobody in this report.
+  m_tracer.collect();
+
+  // 1. Capture forward, with the per-layer comparison inside its hook.
+  std::vector<KernelRecord> layer_records;
+  std::vector<std::uint64_t> overflow_rows(layer_count, 0);
+  std::vector<std::optional<ErrorMetrics>> errors(layer_count);
+  std::size_t layers_done = 0;
+  tracker.start("layers", layer_count);
+  auto hook = [&](std::size_t layer) {
+    if (layer < layer_count && selected[layer]) {
+      for (const auto& path_name : config.paths) {
+        const FfnPath path = path_from_name(path_name);
+        for (std::uint32_t rep = 0; rep < config.warmup; ++rep) {
+          m_backend.run_layer_ffn(layer, path, ffn, &m_tracer,
+                                  {kLayerPhase, int(layer), path_name, "", int(rep), true});
+          tracker.tick(1.0, "layers", layers_done, layer_count);
+        }
+        for (std::uint32_t rep = 0; rep < config.repetitions; ++rep) {
+          if (config.flush_l2) m_backend.flush_cache();
+          overflow_rows[layer] = m_backend.run_layer_ffn(
+              layer, path, ffn, &m_tracer, {kLayerPhase, int(layer), path_name, "", int(rep), false});
+          tracker.tick(1.0, "layers", layers_done, layer_count);
+        }
+      }
+      if (compare_paths) errors[layer] = m_backend.compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell);
+    }
+    for (auto& record : m_tracer.collect())
+      if (record.tag.phase != kCapturePhase) layer_records.push_back(std::move(record));
+    tracker.advance(1.0, "layers", ++layers_done, layer_count);
+  };
+  ForwardOptions capture;
+  capture.ffn_path = FfnPath::Dense;
+  capture.ffn = ffn;
+  capture.capture_statistics = true;
+  capture.map_shape = config.map_shape;
+  ForwardResult captured =
+      m_backend.forward(tokens, capture, &m_tracer, {kCapturePhase, -1, "", "", 0, false}, hook);
+  for (auto& record : m_tracer.collect())
+    if (record.tag.phase != kCapturePhase) layer_records.push_back(std::move(record));
+  if (captured.layers.size() != layer_count)
+    throw Error(Error::Kind::Internal, "the backend's forward returned " +
+                                           std::to_string(captured.layers.size()) +
+                                           " layers for a model of " + std::to_string(layer_count));
+
+  // 2. End to end.
+  std::vector<KernelRecord> forward_records;
+  if (config.end_to_end) {
+    const std::size_t forwards = config.paths.size() * std::size_t(runs_per_path);
+    std::size_t forwards_done = 0;
+    tracker.start("end_to_end", forwards);
+    for (const auto& path_name : config.paths) {
+      ForwardOptions options;
+      options.ffn_path = path_from_name(path_name);
+      options.ffn = ffn;
+      for (std::uint32_t rep = 0; rep < config.warmup + config.repetitions; ++rep) {
+        const bool warmup = rep < config.warmup;
+        const int number = int(warmup ? rep : rep - config.warmup);
+        if (!warmup && config.flush_l2) m_backend.flush_cache();
+        m_backend.forward(tokens, options, &m_tracer, {kEndToEndPhase, -1, path_name, "", number, warmup},
+                          {});
+        for (auto& record : m_tracer.collect())
+          if (record.tag.phase == kEndToEndPhase) forward_records.push_back(std::move(record));
+        tracker.advance(forward_units, "end_to_end", ++forwards_done, forwards);
+      }
+    }
+  }
+
+  // 3. The report.
+  Report report;
+  report.tool_version = version();
+  report.tool_commit = git_commit();
+  report.created_utc = utc_timestamp_now();
+  report.host = host_name();
+  report.device = m_backend.device();
+  report.tracer = m_tracer.info();
+  report.model = m_model;
+  report.config = config;
+  for (std::size_t layer = 0; layer < layer_count; ++layer) {
+    if (!selected[layer]) continue;
+    LayerReport entry;
+    entry.index = int(layer);
+    entry.sparsity = compute_sparsity_stats(captured.layers[layer].summary);
+    entry.paths = timing::path_timings(layer_records, int(layer), kLayerPhase);
+    for (auto& path : entry.paths)
+      if (path.path == "twell") path.overflow_rows = overflow_rows[layer];
+    entry.twell_vs_dense = errors[layer];
+    report.layers.push_back(std::move(entry));
+  }
+  for (const auto& path_name : config.paths) {
+    if (!config.end_to_end) break;
+    timing::RecordFilter filter;
+    filter.phase = kEndToEndPhase;
+    filter.path = path_name;
+    EndToEndPath entry;
+    entry.path = path_name;
+    entry.forward = timing::span_stat(forward_records, filter);
+    if (entry.forward.median_us > 0)
+      entry.tokens_per_ms = double(tokens.count()) / (entry.forward.median_us / 1000.0);
+    report.end_to_end.push_back(std::move(entry));
+  }
+  report.kernels = timing::kernel_stats(layer_records, kLayerPhase);
+
+  // The timeline: the first timed repetition of every layer's comparison and of each forward.
+  for (const auto* records : {&layer_records, &forward_records}) {
+    timing::RecordFilter filter;
+    filter.phase = records == &layer_records ? kLayerPhase : kEndToEndPhase;
+    if (const auto rep = timing::first_timed_repetition(*records, filter)) {
+      auto chosen = timing::records_of_repetition(*records, *rep, filter);
+      report.timeline.insert(report.timeline.end(), std::make_move_iterator(chosen.begin()),
+                             std::make_move_iterator(chosen.end()));
+    }
+  }
+  sort_by_start(report.timeline);
+  report.warnings = derive_report_warnings(report);
+  tracker.finish();
+  return report;
+}
+
+}  // namespace twell

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include <string>
+#include <vector>
+
+#include "twell/session.hpp"
+
+namespace twell {
+namespace {
+
+std::string join_layers(const std::vector<int>& layers) {
+  std::string out;
+  const std::size_t shown = layers.size() <= 16 ? layers.size() : 15;
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + std::to_string(layers[i]);
+  if (shown < layers.size()) out += " and " + std::to_string(layers.size() - shown) + " more";
+  return out;
+}
+
+const CapacityCheck* capacity_at(const LayerSparsityStats& stats, std::uint32_t compression) {
+  for (const auto& check : stats.capacity)
+    if (check.compression == compression) return &check;
+  return nullptr;
+}
+
+/// Overflowing rows are recomputed densely, so TwELL stays correct but loses speed there; the
+/// user can pick a smaller C (more capacity per tile).
+void overflow_warning(const Report& report, std::vector<std::string>& out) {
+  const std::uint32_t compression = report.config.compression;
+  std::vector<int> layers;
+  std::uint64_t rows = 0;
+  bool smaller_c_would_hold = false;
+  std::uint32_t safe_compression = 0;
+  for (const auto& layer : report.layers) {
+    const CapacityCheck* check = capacity_at(layer.sparsity, compression);
+    if (!check || check->overflow_rows == 0) continue;
+    layers.push_back(layer.index);
+    rows += check->overflow_rows;
+  }
+  if (layers.empty()) return;
+  for (std::uint32_t candidate : kCompressionFactors) {
+    if (candidate >= compression) continue;
+    bool holds = true;
+    for (const auto& layer : report.layers) {
+      const CapacityCheck* check = capacity_at(layer.sparsity, candidate);
+      holds = holds && check && check->overflow_rows == 0;
+    }
+    if (holds) {
+      smaller_c_would_hold = true;
+      safe_compression = candidate;
+      break;
+    }
+  }
+  std::string text = "TwELL tile capacity overflows at C=" + std::to_string(compression) + " (" +
+                     std::to_string(twell_tile_capacity(compression)) +
+                     " non-zeros per 256-neuron tile) in layer" + (layers.size() > 1 ? "s " : " ") +
+                     join_layers(layers) + ": " + std::to_string(rows) +
+                     " token rows in all are recomputed densely, which costs TwELL speed there";
+  if (smaller_c_would_hold) text += "; no layer overflows at C=" + std::to_string(safe_compression);
+  out.push_back(std::move(text));
+}
+
+void break_even_warning(const Report& report, std::vector<std::string>& out) {
+  std::vector<int> slower;
+  std::size_t compared = 0;
+  for (const auto& layer : report.layers) {
+    const auto speedup = layer.speedup();
+    if (!speedup) continue;
+    ++compared;
+    if (*speedup < 1.0) slower.push_back(layer.index);
+  }
+  if (slower.empty()) return;
+  out.push_back("TwELL is slower than dense (below break-even) in " + std::to_string(slower.size()) + " of " +
+                std::to_string(compared) + " layers: layer" + (slower.size() > 1 ? "s " : " ") +
+                join_layers(slower));
+}
+
+}  // namespace
+
+std::vector<std::string> derive_report_warnings(const Report& report) {
+  std::vector<std::string> out;
+  if (report.device.backend == "cpu" || report.tracer.clock == "cpu")
+    out.push_back("CPU run: timings are CPU timings (" + report.tracer.name + " on " +
+                  (report.device.name.empty() ? std::string("the CPU") : report.device.name) +
+                  "), not GPU kernel timings; they do not predict GPU speedups");
+  if (!report.tracer.fallback_reason.empty())
+    out.push_back(
+        "timed with the " + report.tracer.name +
+        " tracer instead of CUPTI: " + report.tracer.fallback_reason +
+        (report.tracer.per_kernel ? "" : "; times cover whole regions, without a per-kernel breakdown"));
+  overflow_warning(report, out);
+  break_even_warning(report, out);
+  return out;
+}
+
+}  // namespace twell

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The profiling Session against a scripted backend and tracer: what it runs, how it times, what
+// the report says, progress and cancellation.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <regex>
+
+#include "fake_backend.hpp"
+#include "twell/error.hpp"
+#include "twell/session.hpp"
+#include "twell/version.hpp"
+
+using namespace twell::test::fake;
+using twell::FfnPath;
+
+TEST(Session, ReportsEveryLayerWithTheScriptedTimings) {
+  SessionFixture f;
+  const twell::Report report = f.run();
+  ASSERT_EQ(report.layers.size(), 3u);
+  for (int l = 0; l < kLayers; ++l) {
+    const auto& layer = report.layers[l];
+    EXPECT_EQ(layer.index, l);
+    ASSERT_EQ(layer.paths.size(), 2u);
+    EXPECT_EQ(layer.paths[0].path, "dense");
+    EXPECT_DOUBLE_EQ(layer.paths[0].total.median_us, 4.0);
+    EXPECT_EQ(layer.paths[0].total.count, 3u);
+    EXPECT_DOUBLE_EQ(layer.paths[1].total.median_us, l == 2 ? 11.0 : 2.0);
+    EXPECT_EQ(layer.paths[1].overflow_rows, 7u);
+    ASSERT_EQ(layer.paths[0].ops.size(), 2u);
+    EXPECT_EQ(layer.paths[0].ops[0].op, "gate_up");
+    EXPECT_DOUBLE_EQ(layer.paths[0].ops[0].time.median_us, 3.0);
+    ASSERT_TRUE(layer.twell_vs_dense);
+    EXPECT_DOUBLE_EQ(layer.twell_vs_dense->rel_frobenius, 1e-3);
+    EXPECT_EQ(layer.sparsity.tokens, 16u);
+    EXPECT_EQ(layer.sparsity.neurons, kNeurons);
+  }
+  EXPECT_DOUBLE_EQ(*report.layers[0].speedup(), 2.0);
+  EXPECT_EQ(f.backend.compares, 3);
+
+  bool found_kernel = false;
+  for (const auto& k : report.kernels)
+    if (k.name == "nvjet_gemm<bf16, 128>" && k.layer == 1) {
+      found_kernel = true;
+      EXPECT_EQ(k.path, "dense");
+      EXPECT_EQ(k.op, "gate_up");
+      EXPECT_DOUBLE_EQ(k.time.median_us, 3.0);
+    }
+  EXPECT_TRUE(found_kernel);
+
+  // A forward: embedding 1 µs + per layer attention 0.5 + FFN; 16 tokens.
+  ASSERT_EQ(report.end_to_end.size(), 2u);
+  EXPECT_EQ(report.end_to_end[0].path, "dense");
+  EXPECT_DOUBLE_EQ(report.end_to_end[0].forward.median_us, 1.0 + 3 * 4.5);
+  EXPECT_DOUBLE_EQ(report.end_to_end[0].tokens_per_ms, 16.0 / (14.5 / 1000.0));
+  EXPECT_DOUBLE_EQ(report.end_to_end[1].forward.median_us, 1.0 + 2 * 2.5 + 11.5);
+  EXPECT_EQ(report.end_to_end[0].forward.count, 3u);
+}
+
+TEST(Session, ReportDescribesTheRun) {
+  SessionFixture f;
+  const twell::Report report = f.run();
+  EXPECT_EQ(report.tool_version, twell::version());
+  EXPECT_EQ(report.tool_commit, twell::git_commit());
+  EXPECT_TRUE(std::regex_match(report.created_utc, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
+  EXPECT_FALSE(report.host.empty());
+  EXPECT_EQ(report.device.name, "Fake GPU");
+  EXPECT_EQ(report.tracer.name, "scripted");
+  EXPECT_EQ(report.model, fake_model());
+  EXPECT_EQ(report.config.batch, 2u);
+  EXPECT_EQ(report.config.sequence, 8u);
+  EXPECT_EQ(report.config.token_source, f.tokens.source);
+}
+
+TEST(Session, TimelineHoldsTheFirstTimedRepetitionOnly) {
+  SessionFixture f;
+  const twell::Report report = f.run();
+  ASSERT_FALSE(report.timeline.empty());
+  std::size_t layer_records = 0, forward_records = 0;
+  for (std::size_t i = 0; i < report.timeline.size(); ++i) {
+    const auto& r = report.timeline[i];
+    EXPECT_FALSE(r.tag.warmup);
+    EXPECT_EQ(r.tag.repetition, 0);
+    EXPECT_TRUE(r.attributed);
+    if (i > 0) {
+      EXPECT_LE(report.timeline[i - 1].start_ns, r.start_ns);
+    }
+    if (r.tag.phase == "layer_ffn") {
+      ++layer_records;
+    } else if (r.tag.phase == "end_to_end") {
+      ++forward_records;
+    } else {
+      ADD_FAILURE() << "unexpected phase " << r.tag.phase;
+    }
+  }
+  EXPECT_EQ(layer_records, 3u * 4u);                // 3 layers x (2 dense + 2 TwELL kernels)
+  EXPECT_EQ(forward_records, 2u * (1u + 3u * 3u));  // 2 paths x (embedding + 3 x (attention + 2 FFN))
+}
+
+TEST(Session, WarmupsRunButStayOutOfTheStatistics) {
+  SessionFixture f;
+  f.config.warmup = 4;
+  const twell::Report report = f.run();
+  EXPECT_EQ((f.backend.layer_runs[{1, "twell"}]), 4 + 3);
+  EXPECT_DOUBLE_EQ(report.layers[1].paths[0].total.max_us, 4.0);
+  EXPECT_EQ(f.backend.forwards, 1 + 2 * (4 + 3));
+}
+
+TEST(Session, FlushesTheCacheBeforeEachTimedRepetitionWhenAsked) {
+  SessionFixture flushing;
+  flushing.run();
+  EXPECT_EQ(flushing.backend.flushes, 3 * 2 * 3 + 2 * 3);
+  SessionFixture warm;
+  warm.config.flush_l2 = false;
+  warm.run();
+  EXPECT_EQ(warm.backend.flushes, 0);
+}
+
+TEST(Session, ProfilesOnlyTheSelectedLayers) {
+  SessionFixture f;
+  f.config.layers = {2, 0, 2};
+  const twell::Report report = f.run();
+  ASSERT_EQ(report.layers.size(), 2u);
+  EXPECT_EQ(report.layers[0].index, 0);
+  EXPECT_EQ(report.layers[1].index, 2);
+  EXPECT_EQ(report.config.layers, (std::vector<int>{0, 2}));
+  EXPECT_EQ((f.backend.layer_runs.count({1, "dense"})), 0u);
+  for (const auto& k : report.kernels) EXPECT_NE(k.layer, 1);
+}
+
+TEST(Session, OnePathOnlyTimesItWithoutComparing) {
+  SessionFixture f;
+  f.config.paths = {"twell"};
+  f.config.end_to_end = false;
+  const twell::Report report = f.run();
+  EXPECT_EQ(f.backend.compares, 0);
+  EXPECT_TRUE(report.end_to_end.empty());
+  for (const auto& layer : report.layers) {
+    ASSERT_EQ(layer.paths.size(), 1u);
+    EXPECT_EQ(layer.paths[0].path, "twell");
+    EXPECT_FALSE(layer.twell_vs_dense);
+    EXPECT_FALSE(layer.speedup());
+  }
+  EXPECT_EQ(f.backend.forwards, 1);
+}
+
+TEST(Session, WarnsAboutOverflowAndLayersBelowBreakEven) {
+  SessionFixture f;
+  const twell::Report report = f.run();
+  ASSERT_EQ(report.warnings.size(), 2u) << ::testing::PrintToString(report.warnings);
+  EXPECT_NE(report.warnings[0].find("overflows at C=8"), std::string::npos) << report.warnings[0];
+  EXPECT_NE(report.warnings[0].find("in layer 1: 3 token rows"), std::string::npos) << report.warnings[0];
+  EXPECT_NE(report.warnings[0].find("no layer overflows at C=4"), std::string::npos);
+  EXPECT_NE(report.warnings[1].find("slower than dense (below break-even) in 1 of 3 layers: layer 2"),
+            std::string::npos)
+      << report.warnings[1];
+  EXPECT_EQ(report.layers[1].sparsity.capacity[0].overflow_rows, 3u);
+
+  SessionFixture at_c4;
+  at_c4.config.compression = 4;
+  const twell::Report c4 = at_c4.run();
+  for (const auto& warning : c4.warnings) EXPECT_EQ(warning.find("overflows"), std::string::npos) << warning;
+}
+
+TEST(Session, SaysWhenTimingsAreCpuTimingsOrCameFromAFallbackTracer) {
+  SessionFixture cpu;
+  cpu.backend.device_info = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};
+  const twell::Report cpu_report = cpu.run();
+  EXPECT_NE(cpu_report.warnings.at(0).find("timings are CPU timings"), std::string::npos);
+
+  SessionFixture fallback(ScriptedTracer::Mode::Region,
+                          "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (under Nsight)");
+  const twell::Report report = fallback.run();
+  EXPECT_FALSE(report.tracer.per_kernel);
+  EXPECT_EQ(report.tracer.fallback_reason, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (under Nsight)");
+  EXPECT_NE(report.warnings.at(0).find("instead of CUPTI: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS"),
+            std::string::npos);
+  EXPECT_NE(report.warnings.at(0).find("without a per-kernel breakdown"), std::string::npos);
+  // Region records still time each op.
+  EXPECT_GT(report.layers[0].paths[0].total.median_us, 0.0);
+}
+
+TEST(Session, ProgressIsMonotoneAndEndsDone) {
+  SessionFixture f;
+  std::vector<twell::SessionProgress> events;
+  f.run([&](const twell::SessionProgress& p) {
+    events.push_back(p);
+    return true;
+  });
+  ASSERT_GE(events.size(), 3u + 2u * 5u);
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    EXPECT_GE(events[i].fraction, events[i - 1].fraction) << i;
+    EXPECT_LE(events[i].fraction, 1.0);
+  }
+  EXPECT_EQ(events.back().stage, "done");
+  EXPECT_DOUBLE_EQ(events.back().fraction, 1.0);
+  std::vector<std::size_t> layers_seen;
+  for (const auto& e : events)
+    if (e.stage == "layers") {
+      EXPECT_EQ(e.layer_count, 3u);
+      // Within a layer the session may also tick (rate-limited): same layer count again.
+      if (layers_seen.empty() || layers_seen.back() != e.layer) layers_seen.push_back(e.layer);
+    }
+  EXPECT_EQ(layers_seen, (std::vector<std::size_t>{0, 1, 2, 3}));
+  const auto& last_forward = events[events.size() - 2];
+  EXPECT_EQ(last_forward.stage, "end_to_end");
+  EXPECT_EQ(last_forward.layer, last_forward.layer_count);
+  EXPECT_EQ(last_forward.layer_count, 2u * 5u);
+  EXPECT_TRUE(last_forward.seconds_left.has_value());
+}
+
+TEST(Session, CancellingThrowsCancelledAndProducesNoReport) {
+  for (double cancel_at : {0.0, 0.2, 0.9}) {
+    SessionFixture f;
+    std::optional<twell::Report> report;
+    try {
+      report = f.run([&](const twell::SessionProgress& p) { return p.fraction < cancel_at; });
+      ADD_FAILURE() << "not cancelled at " << cancel_at;
+    } catch (const twell::Error& e) {
+      EXPECT_EQ(e.kind(), twell::Error::Kind::Cancelled);
+    }
+    EXPECT_FALSE(report.has_value());
+  }
+}
+
+TEST(Session, RejectsBadConfigurations) {
+  auto expect_invalid = [](auto change, const std::string& needle) {
+    SessionFixture f;
+    change(f);
+    try {
+      f.run();
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const twell::Error& e) {
+      EXPECT_EQ(e.kind(), twell::Error::Kind::InvalidInput);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(f.backend.forwards, 0);
+  };
+  expect_invalid([](SessionFixture& f) { f.config.paths.clear(); }, "no FFN path");
+  expect_invalid(
+      [](SessionFixture& f) {
+        f.config.paths = {"dense", "sparse"};
+      },
+      "unknown FFN path \"sparse\"");
+  expect_invalid([](SessionFixture& f) { f.config.paths = {"dense", "dense"}; }, "listed twice");
+  expect_invalid([](SessionFixture& f) { f.config.compression = 3; }, "C=3 is not one of 8, 4, 2");
+  expect_invalid([](SessionFixture& f) { f.config.repetitions = 0; }, "at least one timed repetition");
+  expect_invalid(
+      [](SessionFixture& f) {
+        f.config.layers = {0, 3};
+      },
+      "layer 3 does not exist (the model has 3 layers");
+  expect_invalid([](SessionFixture& f) { f.tokens = {}; }, "token batch is empty");
+}

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Every item model through QAbstractItemModelTester (fatal mode), plus sorting and filtering.
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModelTester>
+#include <QSortFilterProxyModel>
+#include <memory>
+
+#include "compare_model.hpp"
+#include "kernel_table_model.hpp"
+#include "layer_table_model.hpp"
+#include "sample_report.hpp"
+
+namespace twellscope::test {
+namespace {
+
+using Tester = QAbstractItemModelTester;
+constexpr auto kFatal = QAbstractItemModelTester::FailureReportingMode::Fatal;
+
+}  // namespace
+
+TEST(ItemModels, LayerTableModelPassesTheModelTester) {
+  LayerTableModel model;
+  LayerFilterProxy proxy;
+  proxy.setSourceModel(&model);
+  Tester tester(&model, kFatal);
+  Tester proxyTester(&proxy, kFatal);
+  const twell::Report report = makeSampleReport();
+  model.setRows(twell::views::layer_rows(report));
+  EXPECT_EQ(model.rowCount(), kSampleLayers);
+  EXPECT_EQ(model.data(model.index(2, LayerTableModel::LayerColumn)).toString(), QStringLiteral("L2"));
+  EXPECT_EQ(model.data(model.index(1, LayerTableModel::TileColumn))
+                .toString()
+                .section(QLatin1Char('/'), 1)
+                .trimmed(),
+            QStringLiteral("31"));
+  model.setRows({});
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(ItemModels, LayerTableSortsNumericallyAndFilters) {
+  LayerTableModel model;
+  model.setRows(twell::views::layer_rows(makeSampleReport()));
+  LayerFilterProxy proxy;
+  proxy.setSourceModel(&model);
+  Tester tester(&proxy, kFatal);
+  proxy.sort(LayerTableModel::SpeedupColumn, Qt::DescendingOrder);
+  // Speedup falls with density, so the sparsest layer is fastest.
+  EXPECT_EQ(proxy.data(proxy.index(0, LayerTableModel::LayerColumn)).toString(), QStringLiteral("L0"));
+  EXPECT_EQ(proxy.data(proxy.index(3, LayerTableModel::LayerColumn)).toString(), QStringLiteral("L3"));
+  proxy.setOnlyBelowBreakEven(true);
+  ASSERT_EQ(proxy.rowCount(), 1);
+  EXPECT_EQ(proxy.data(proxy.index(0, LayerTableModel::LayerColumn)).toString(), QStringLiteral("L3"));
+  proxy.setOnlyBelowBreakEven(false);
+  proxy.setText(QStringLiteral("2"));
+  ASSERT_EQ(proxy.rowCount(), 1);
+  EXPECT_EQ(proxy.mapToSource(proxy.index(0, 0)).row(), 2);
+  proxy.setText(QString());
+  proxy.setOnlyOverflowing(true);
+  EXPECT_GE(proxy.rowCount(), 1);
+  for (int r = 0; r < proxy.rowCount(); ++r)
+    EXPECT_GT(
+        proxy.data(proxy.index(r, LayerTableModel::OverflowColumn), LayerTableModel::SortRole).toDouble(), 0);
+}
+
+TEST(ItemModels, KernelTableModelPassesTheModelTesterAndFilters) {
+  KernelTableModel model;
+  KernelFilterProxy proxy;
+  proxy.setSourceModel(&model);
+  Tester tester(&model, kFatal);
+  Tester proxyTester(&proxy, kFatal);
+  auto report = std::make_shared<const twell::Report>(makeSampleReport());
+  model.setReport(report);
+  ASSERT_EQ(model.rowCount(), int(report->timeline.size()));
+  EXPECT_EQ(model.data(model.index(0, KernelTableModel::StartColumn)).toString(), QStringLiteral("0.000"));
+  EXPECT_EQ(model.data(model.index(0, KernelTableModel::GridColumn)).toString(), QStringLiteral("132×1×1"));
+  proxy.setNameFilter(QStringLiteral("GATE_PACK"));
+  EXPECT_EQ(proxy.rowCount(), kSampleLayers);
+  proxy.setLayerFilter(2);
+  ASSERT_EQ(proxy.rowCount(), 1);
+  EXPECT_EQ(proxy.data(proxy.index(0, KernelTableModel::LayerColumn)).toString(), QStringLiteral("L2"));
+  proxy.setNameFilter(QString());
+  proxy.setPathFilter(QStringLiteral("dense"));
+  EXPECT_EQ(proxy.rowCount(), 2);
+  proxy.setLayerFilter(-2);
+  proxy.setPathFilter(QString());
+  proxy.sort(KernelTableModel::DurationColumn, Qt::DescendingOrder);
+  const double first =
+      proxy.data(proxy.index(0, KernelTableModel::DurationColumn), KernelTableModel::SortRole).toDouble();
+  const double last = proxy
+                          .data(proxy.index(proxy.rowCount() - 1, KernelTableModel::DurationColumn),
+                                KernelTableModel::SortRole)
+                          .toDouble();
+  EXPECT_GT(first, last);
+  model.setReport(nullptr);
+  EXPECT_EQ(proxy.rowCount(), 0);
+}
+
+TEST(ItemModels, CompareModelPassesTheModelTester) {
+  CompareModel model;
+  QSortFilterProxyModel proxy;
+  proxy.setSourceModel(&model);
+  proxy.setSortRole(CompareModel::SortRole);
+  Tester tester(&model, kFatal);
+  Tester proxyTester(&proxy, kFatal);
+  const twell::Report a = makeSampleReport();
+  twell::Report b = makeSampleReport();
+  b.layers[1].paths[1].total.median_us = sampleTwellUs(1) / 2;
+  model.setDeltas(twell::views::layer_deltas(a, b));
+  ASSERT_EQ(model.rowCount(), kSampleLayers);
+  EXPECT_TRUE(
+      model.data(model.index(1, CompareModel::TwellDeltaColumn)).toString().startsWith(QLatin1Char('-')));
+  EXPECT_EQ(model.data(model.index(0, CompareModel::SpeedupDeltaColumn)).toString(), QStringLiteral("0.000"));
+  proxy.sort(CompareModel::SpeedupDeltaColumn, Qt::DescendingOrder);
+  EXPECT_EQ(proxy.data(proxy.index(0, CompareModel::LayerColumn)).toString(), QStringLiteral("L1"));
+}
+
+}  // namespace twellscope::test

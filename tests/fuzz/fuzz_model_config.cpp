@@ -4,6 +4,8 @@
 #include <string>
 
 #include "twell/error.hpp"
+#include <nlohmann/json.hpp>
+
 #include "twell/model_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Baseline comparison: per-layer deltas, the geometric-mean summary, slower/faster layers and the
+// caveats that make a comparison less meaningful.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "report_fixture.hpp"
+#include "twell/report_compare.hpp"
+
+namespace {
+
+void set_medians(twell::LayerReport& layer, double dense_us, double twell_us) {
+  for (auto& path : layer.paths) path.total.median_us = path.path == "dense" ? dense_us : twell_us;
+}
+
+}  // namespace
+
+TEST(ReportCompare, LayerDeltasSummaryAndChangedLayers) {
+  twell::Report a = twell::test::make_synthetic_report();
+  twell::Report b = a;
+  for (auto& layer : a.layers) set_medians(layer, 100.0, 50.0);
+  set_medians(b.layers[0], 100.0, 50.0);  // unchanged
+  set_medians(b.layers[1], 100.0, 60.0);  // TwELL 20 % slower
+  set_medians(b.layers[2], 100.0, 40.0);  // TwELL 20 % faster
+  b.layers[1].sparsity.density = a.layers[1].sparsity.density + 0.01;
+  b.end_to_end[1].tokens_per_ms = a.end_to_end[1].tokens_per_ms * 1.1;
+
+  const twell::ReportComparison c = twell::compare_reports(a, b, "a.json", "b.json");
+  ASSERT_EQ(c.layers.size(), 3u);
+  EXPECT_DOUBLE_EQ(*c.layers[1].twell_ratio(), 1.2);
+  EXPECT_DOUBLE_EQ(*c.layers[1].dense_ratio(), 1.0);
+  EXPECT_NEAR(*c.layers[1].density_delta(), 0.01, 1e-12);
+  EXPECT_DOUBLE_EQ(*c.layers[0].speedup_b, 2.0);
+  EXPECT_NEAR(*c.twell_time_ratio, std::cbrt(1.0 * 1.2 * 0.8), 1e-12);
+  EXPECT_DOUBLE_EQ(*c.dense_time_ratio, 1.0);
+  EXPECT_EQ(c.slower_layers, std::vector<int>{1});
+  EXPECT_EQ(c.faster_layers, std::vector<int>{2});
+  ASSERT_EQ(c.end_to_end.size(), 2u);
+  EXPECT_NEAR(*c.end_to_end[1].ratio(), 1.1, 1e-12);
+  EXPECT_TRUE(c.caveats.empty()) << c.caveats.front();
+
+  const std::string text = twell::comparison_text(c);
+  EXPECT_NE(text.find("slower in B by more than 5%: layers 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("faster in B by more than 5%: layers 2"), std::string::npos);
+  const std::string markdown = twell::comparison_markdown(c);
+  EXPECT_EQ(markdown.rfind("# twellscope comparison\n", 0), 0u);
+  EXPECT_NE(markdown.find("| 1 | "), std::string::npos);
+  EXPECT_NE(markdown.find("1.200x"), std::string::npos);
+}
+
+TEST(ReportCompare, NamesWhatDiffersBetweenTheRunsAndMissingLayers) {
+  twell::Report a = twell::test::make_synthetic_report();
+  twell::Report b = a;
+  b.tracer = {"cpu-clock", "cpu", "", false};
+  b.device = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};
+  b.config.compression = 4;
+  b.layers.pop_back();
+  b.config.layers = {0, 1};
+  const twell::ReportComparison c = twell::compare_reports(a, b, "gpu.json", "cpu.json");
+  auto has = [&](const std::string& needle) {
+    for (const auto& caveat : c.caveats)
+      if (caveat.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("timing clocks differ: A has gpu timings, B has cpu timings"));
+  EXPECT_TRUE(has("device differs: NVIDIA H200 [cuda] (A) vs Some CPU [cpu] (B)"));
+  EXPECT_TRUE(has("compression factor differs: C=8 (A) vs C=4 (B)"));
+  EXPECT_TRUE(has("layers only in A: 2"));
+  ASSERT_EQ(c.layers.size(), 3u);
+  EXPECT_TRUE(c.layers[2].in_a);
+  EXPECT_FALSE(c.layers[2].in_b);
+  EXPECT_FALSE(c.layers[2].twell_ratio());
+  EXPECT_NE(twell::comparison_text(c).find("\n2 "), std::string::npos);
+}

@@ -329,6 +329,15 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   return report;
 }
 
+namespace {
+// nlohmann's what() starts with a "[json.exception.parse_error.101] " tag, which helps nobody.
+std::string without_nlohmann_tag(std::string detail) {
+  if (const auto tag_end = detail.find("] "); detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
+    detail.erase(0, tag_end + 2);
+  return detail;
+}
+}  // namespace
+
 Report parse_report(std::string_view text, const std::string& source) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw Error(Error::Kind::InvalidInput, source + ": empty file, not a report");
@@ -341,13 +350,13 @@ Report parse_report(std::string_view text, const std::string& source) {
       throw Error(Error::Kind::InvalidInput, source + ": truncated: the JSON ends after " +
                                                  std::to_string(text.size()) +
                                                  " bytes, in the middle of a value");
-    // what() starts with nlohmann's "[json.exception.parse_error.101] " tag, which helps nobody.
-    std::string detail = e.what();
-    if (const auto tag_end = detail.find("] ");
-        detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
-      detail.erase(0, tag_end + 2);
+    const std::string detail = without_nlohmann_tag(e.what());
     throw Error(Error::Kind::InvalidInput,
                 source + ": not valid JSON at byte " + std::to_string(e.byte) + ": " + detail);
+  } catch (const nlohmann::json::exception& e) {
+    // Not a syntax error but a value nlohmann cannot hold, e.g. a number past the range of double.
+    const std::string detail = without_nlohmann_tag(e.what());
+    throw Error(Error::Kind::InvalidInput, source + ": not a valid report: " + detail);
   }
   return report_from_json(json, source);
 }

@@ -351,12 +351,12 @@ void attention_block(Matrix& hidden, const LayerWeights& layer, const AttentionG
                      Tracer* tracer, const TraceTag& tag, unsigned threads) {
   Matrix normed;
   {
-    const ScopedTrace scope(tracer, op_tag(tag, tag.layer, "input_norm"));
+    const ScopedTrace scope(tracer, op_tag(tag, tag.layer, "attn_norm"));
     rms_norm(hidden, layer.input_norm, eps, normed, threads);
   }
   Matrix q, k, v;
   {
-    const ScopedTrace scope(tracer, op_tag(tag, tag.layer, "qkv_proj"));
+    const ScopedTrace scope(tracer, op_tag(tag, tag.layer, "qkv"));
     matmul_nt(normed, layer.q, q, threads);
     matmul_nt(normed, layer.k, k, threads);
     matmul_nt(normed, layer.v, v, threads);
@@ -402,7 +402,7 @@ Matrix forward_backbone(const ModelWeights& weights, const TokenBatch& tokens, c
     attention_block(hidden, layer, geometry, config.rms_norm_eps, tracer, op_tag(base_tag, layer_index, ""),
                     threads);
     {
-      const ScopedTrace scope(tracer, op_tag(base_tag, layer_index, "post_attention_norm"));
+      const ScopedTrace scope(tracer, op_tag(base_tag, layer_index, "ffn_norm"));
       rms_norm(hidden, layer.post_attention_norm, config.rms_norm_eps, ffn_input, threads);
     }
     const Matrix ffn_output = ffn(l, ffn_input);

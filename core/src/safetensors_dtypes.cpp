@@ -8,17 +8,8 @@
 
 namespace twell {
 
-const char* safetensors_dtype_name(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::BF16:
-      return "BF16";
-    case DType::F16:
-      return "F16";
-    case DType::F32:
-      return "F32";
-  }
-  return "?";
-}
+// twellscope's own dtype names are the safetensors spellings.
+const char* safetensors_dtype_name(DType dtype) noexcept { return to_string(dtype); }
 
 std::optional<DType> dtype_from_safetensors_name(const std::string& name) noexcept {
   const auto* info = safetensors_detail::find_dtype(name);

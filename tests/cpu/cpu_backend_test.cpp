@@ -158,8 +158,8 @@ TEST(CpuBackend, RunLayerFfnInTheHookAgreesAcrossPathsAndIsTagged) {
   layer_ffn_ops.erase("twell:overflow_dense");
   EXPECT_EQ(layer_ffn_ops,
             (std::set<std::string>{"dense:gate_up", "dense:down", "twell:gate_pack", "twell:up_down"}));
-  for (const char* op : {"embedding", "input_norm", "qkv_proj", "rope", "attention", "o_proj",
-                         "post_attention_norm", "gate_up", "down", "final_norm"})
+  for (const char* op : {"embedding", "attn_norm", "qkv", "rope", "attention", "o_proj",
+                         "ffn_norm", "gate_up", "down", "final_norm"})
     EXPECT_TRUE(forward_ops.count(op)) << op;
 
   // Outside a hook there is no current layer.

@@ -97,7 +97,7 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
     case SpeedupColumn:
       return formatOptional(r.speedup, formatSpeedup);
     case ErrorColumn:
-      return error ? QString::number(*error, 'e', 2) : kNotMeasured;
+      return r.error ? QString::number(r.error->rel_frobenius, 'e', 2) : kNotMeasured;
     case OverflowColumn:
       return QString::number(r.overflow_rows);
   }

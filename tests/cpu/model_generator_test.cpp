@@ -181,7 +181,7 @@ TEST(ModelGenerator, PresetsHaveTheSparseLmShapes) {
     EXPECT_EQ(preset.vocab_size, 49152);
     EXPECT_EQ(preset.layers, count);
   }
-  const auto& demo = twell::generator_preset("demo");
+  const auto demo = twell::generator_preset("demo");
   EXPECT_GE(demo.hidden_size, 512);
   EXPECT_EQ(demo.intermediate_size % 256, 0);
 }

@@ -22,7 +22,7 @@ struct TraceTag {
 
 /// One GPU activity (or, for the CPU backend, one timed CPU operation), in core's own terms.
 struct KernelRecord {
-  std::string kind = "kernel";  ///< "kernel", "memcpy", "memset", "cpu"
+  std::string kind = "kernel";  ///< "kernel", "memcpy", "memset", "cpu", or "region" (a CUDA-event pair)
   std::string name;             ///< demangled
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;

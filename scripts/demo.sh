@@ -6,12 +6,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cmake --preset dev >/dev/null
-cmake --build --preset dev -j "$(nproc)" --target twellscope-cli twellscope
+# The demo runs where it is: CUDA compiled for this machine's GPU only (sm_90a on Hopper, for its own
+# kernels), or, with no GPU to run on, the CPU-only product; the full multi-architecture build is
+# the dev preset's.
+if compute=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1) &&
+   [ -n "$compute" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  arch=${compute/./}
+  [ "$arch" = 90 ] && arch=90a
+  cmake --preset dev -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  build=build-dev
+else
+  echo "No CUDA device visible: building the CPU-only product for the demo"
+  cmake --preset cpu-only >/dev/null
+  build=build-cpu-only
+fi
+cmake --build "$build" -j "$(nproc)" --target twellscope-cli twellscope
 out=out/demo
 mkdir -p "$out"
-cli=build-dev/app/cli/twellscope-cli
-gui=build-dev/app/gui/twellscope
+cli=$build/app/cli/twellscope-cli
+gui=$build/app/gui/twellscope
 "$cli" profile --demo --out "$out/report.json"
 "$cli" export "$out/report.json" --format csv --out "$out/layers.csv"
 "$cli" export "$out/report.json" --format kernels-csv --out "$out/kernels.csv"

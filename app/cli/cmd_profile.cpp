@@ -199,6 +199,13 @@ void run_profile(const ProfileArguments& a) {
       if (show_bar) bar.draw(p);
       return !g_interrupted.load();
     });
+  } catch (const IncompleteRunError& e) {
+    bar.finish();
+    Report partial = e.partial_report();
+    if (!runtime.note.empty()) partial.warnings.push_back(runtime.note);
+    save_report(partial, a.out);
+    throw Error(e.kind(), std::string(e.what()) + "; partial report (" +
+                              std::to_string(partial.layers.size()) + " layers) written to " + a.out);
   } catch (const Error& e) {
     bar.finish();
     if (e.kind() == Error::Kind::Cancelled)

@@ -61,7 +61,7 @@ void RunController::start(const RunRequest& request) {
         Qt::QueuedConnection);
   };
   m_thread = QThread::create([self, job, request, cancelFlag, post] {
-    std::shared_ptr<const twell::Report> result;
+    std::shared_ptr<const twell::Report> result;  // a partial one too, alongside `error`
     std::optional<UserError> error;
     bool wasCancelled = false;
     const QString action = QObject::tr("Profiling %1").arg(request.model);
@@ -93,6 +93,10 @@ void RunController::start(const RunRequest& request) {
       });
       if (!runtime.note.empty()) run.warnings.push_back(runtime.note);
       result = std::make_shared<const twell::Report>(std::move(run));
+    } catch (const twell::IncompleteRunError& e) {
+      // Show what finished, then say what stopped the rest (and, for a lost GPU context, to restart).
+      result = std::make_shared<const twell::Report>(e.partial_report());
+      error = describeError(action, e);
     } catch (const twell::Error& e) {
       if (e.kind() == twell::Error::Kind::Cancelled)
         wasCancelled = true;
@@ -106,9 +110,8 @@ void RunController::start(const RunRequest& request) {
         [self, job, result, error, wasCancelled] {
           if (!self || self->m_job != job) return;
           self->onThreadFinished(job);
-          if (result)
-            emit self->finished(result);
-          else if (wasCancelled)
+          if (result) emit self->finished(result);
+          if (wasCancelled)
             emit self->cancelled();
           else if (error)
             emit self->failed(*error);

@@ -93,6 +93,7 @@ class CpuBackend final : public Backend {
             summarize_preactivations(gate_pre.data.data(), static_cast<std::uint32_t>(gate_pre.rows),
                                      static_cast<std::uint32_t>(gate_pre.cols), options.map_shape);
       }
+      if (options.on_layer_done) options.on_layer_done(layer, result.layers[layer]);
       return out;
     };
     auto observer = [&](std::size_t layer, const Matrix& hidden) {

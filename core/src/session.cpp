@@ -156,71 +156,91 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
   m_tracer.collect();
 
   // 1. Capture forward, with the per-layer comparison inside its hook.
-  std::vector<KernelRecord> layer_records;
-  std::vector<std::uint64_t> overflow_rows(layer_count, 0);
-  std::vector<std::optional<ErrorMetrics>> errors(layer_count);
+  RunData data;
+  data.selected = selected;
+  data.overflow_rows.assign(layer_count, 0);
+  data.errors.resize(layer_count);
+  data.summaries.resize(layer_count);  // filled as layers finish, so a failure keeps them
   std::size_t layers_done = 0;
-  tracker.start("layers", layer_count);
-  auto hook = [&](std::size_t layer) {
-    if (layer < layer_count && selected[layer]) {
-      for (const auto& path_name : config.paths) {
-        const FfnPath path = path_from_name(path_name);
-        for (std::uint32_t rep = 0; rep < config.warmup; ++rep) {
-          m_backend.run_layer_ffn(layer, path, ffn, &m_tracer,
-                                  {kLayerPhase, int(layer), path_name, "", int(rep), true});
-          tracker.tick(1.0, "layers", layers_done, layer_count);
+  const char* stage = "the per-layer comparison";
+  try {
+    tracker.start("layers", layer_count);
+    auto hook = [&](std::size_t layer) {
+      if (layer < layer_count && selected[layer]) {
+        for (const auto& path_name : config.paths) {
+          const FfnPath path = path_from_name(path_name);
+          for (std::uint32_t rep = 0; rep < config.warmup; ++rep) {
+            m_backend.run_layer_ffn(layer, path, ffn, &m_tracer,
+                                    {kLayerPhase, int(layer), path_name, "", int(rep), true});
+            tracker.tick(1.0, "layers", layers_done, layer_count);
+          }
+          for (std::uint32_t rep = 0; rep < config.repetitions; ++rep) {
+            if (config.flush_l2) m_backend.flush_cache();
+            data.overflow_rows[layer] = m_backend.run_layer_ffn(
+                layer, path, ffn, &m_tracer, {kLayerPhase, int(layer), path_name, "", int(rep), false});
+            tracker.tick(1.0, "layers", layers_done, layer_count);
+          }
         }
-        for (std::uint32_t rep = 0; rep < config.repetitions; ++rep) {
-          if (config.flush_l2) m_backend.flush_cache();
-          overflow_rows[layer] = m_backend.run_layer_ffn(
-              layer, path, ffn, &m_tracer, {kLayerPhase, int(layer), path_name, "", int(rep), false});
-          tracker.tick(1.0, "layers", layers_done, layer_count);
-        }
+        if (compare_paths)
+          data.errors[layer] = m_backend.compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell);
       }
-      if (compare_paths) errors[layer] = m_backend.compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell);
-    }
+      for (auto& record : m_tracer.collect())
+        if (record.tag.phase != kCapturePhase) data.layer_records.push_back(std::move(record));
+      tracker.advance(1.0, "layers", ++layers_done, layer_count);
+    };
+    ForwardOptions capture;
+    capture.ffn_path = FfnPath::Dense;
+    capture.ffn = ffn;
+    capture.capture_statistics = true;
+    capture.map_shape = config.map_shape;
+    capture.on_layer_done = [&](std::size_t layer, const LayerCapture& done) {
+      if (layer < layer_count) data.summaries[layer] = done.summary;
+    };
+    ForwardResult captured =
+        m_backend.forward(tokens, capture, &m_tracer, {kCapturePhase, -1, "", "", 0, false}, hook);
     for (auto& record : m_tracer.collect())
-      if (record.tag.phase != kCapturePhase) layer_records.push_back(std::move(record));
-    tracker.advance(1.0, "layers", ++layers_done, layer_count);
-  };
-  ForwardOptions capture;
-  capture.ffn_path = FfnPath::Dense;
-  capture.ffn = ffn;
-  capture.capture_statistics = true;
-  capture.map_shape = config.map_shape;
-  ForwardResult captured =
-      m_backend.forward(tokens, capture, &m_tracer, {kCapturePhase, -1, "", "", 0, false}, hook);
-  for (auto& record : m_tracer.collect())
-    if (record.tag.phase != kCapturePhase) layer_records.push_back(std::move(record));
-  if (captured.layers.size() != layer_count)
-    throw Error(Error::Kind::Internal, "the backend's forward returned " +
-                                           std::to_string(captured.layers.size()) +
-                                           " layers for a model of " + std::to_string(layer_count));
+      if (record.tag.phase != kCapturePhase) data.layer_records.push_back(std::move(record));
+    if (captured.layers.size() != layer_count)
+      throw Error(Error::Kind::Internal, "the backend's forward returned " +
+                                             std::to_string(captured.layers.size()) +
+                                             " layers for a model of " + std::to_string(layer_count));
+    for (std::size_t layer = 0; layer < layer_count; ++layer)
+      data.summaries[layer] = std::move(captured.layers[layer].summary);
 
-  // 2. End to end.
-  std::vector<KernelRecord> forward_records;
-  if (config.end_to_end) {
-    const std::size_t forwards = config.paths.size() * std::size_t(runs_per_path);
-    std::size_t forwards_done = 0;
-    tracker.start("end_to_end", forwards);
-    for (const auto& path_name : config.paths) {
-      ForwardOptions options;
-      options.ffn_path = path_from_name(path_name);
-      options.ffn = ffn;
-      for (std::uint32_t rep = 0; rep < config.warmup + config.repetitions; ++rep) {
-        const bool warmup = rep < config.warmup;
-        const int number = int(warmup ? rep : rep - config.warmup);
-        if (!warmup && config.flush_l2) m_backend.flush_cache();
-        m_backend.forward(tokens, options, &m_tracer, {kEndToEndPhase, -1, path_name, "", number, warmup},
-                          {});
-        for (auto& record : m_tracer.collect())
-          if (record.tag.phase == kEndToEndPhase) forward_records.push_back(std::move(record));
-        tracker.advance(forward_units, "end_to_end", ++forwards_done, forwards);
+    // 2. End to end.
+    stage = "the end-to-end forwards";
+    if (config.end_to_end) {
+      const std::size_t forwards = config.paths.size() * std::size_t(runs_per_path);
+      std::size_t forwards_done = 0;
+      tracker.start("end_to_end", forwards);
+      for (const auto& path_name : config.paths) {
+        ForwardOptions options;
+        options.ffn_path = path_from_name(path_name);
+        options.ffn = ffn;
+        for (std::uint32_t rep = 0; rep < config.warmup + config.repetitions; ++rep) {
+          const bool warmup = rep < config.warmup;
+          const int number = int(warmup ? rep : rep - config.warmup);
+          if (!warmup && config.flush_l2) m_backend.flush_cache();
+          m_backend.forward(tokens, options, &m_tracer, {kEndToEndPhase, -1, path_name, "", number, warmup},
+                            {});
+          for (auto& record : m_tracer.collect())
+            if (record.tag.phase == kEndToEndPhase) data.forward_records.push_back(std::move(record));
+          tracker.advance(forward_units, "end_to_end", ++forwards_done, forwards);
+        }
       }
     }
+  } catch (const Error& failure) {
+    if (failure.kind() == Error::Kind::Cancelled) throw;
+    throw_incomplete(failure, stage, config, tokens, std::move(data), selected_count);
   }
 
-  // 3. The report.
+  Report report = assemble_report(config, tokens, data);
+  tracker.finish();
+  return report;
+}
+
+Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& tokens,
+                                const RunData& data) const {
   Report report;
   report.tool_version = version();
   report.tool_commit = git_commit();
@@ -230,15 +250,15 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
   report.tracer = m_tracer.info();
   report.model = m_model;
   report.config = config;
-  for (std::size_t layer = 0; layer < layer_count; ++layer) {
-    if (!selected[layer]) continue;
+  for (std::size_t layer = 0; layer < data.selected.size(); ++layer) {
+    if (!data.selected[layer]) continue;
     LayerReport entry;
     entry.index = int(layer);
-    entry.sparsity = compute_sparsity_stats(captured.layers[layer].summary);
-    entry.paths = timing::path_timings(layer_records, int(layer), kLayerPhase);
+    entry.sparsity = compute_sparsity_stats(*data.summaries[layer]);
+    entry.paths = timing::path_timings(data.layer_records, int(layer), kLayerPhase);
     for (auto& path : entry.paths)
-      if (path.path == "twell") path.overflow_rows = overflow_rows[layer];
-    entry.twell_vs_dense = errors[layer];
+      if (path.path == "twell") path.overflow_rows = data.overflow_rows[layer];
+    entry.twell_vs_dense = data.errors[layer];
     report.layers.push_back(std::move(entry));
   }
   for (const auto& path_name : config.paths) {
@@ -248,17 +268,17 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
     filter.path = path_name;
     EndToEndPath entry;
     entry.path = path_name;
-    entry.forward = timing::span_stat(forward_records, filter);
+    entry.forward = timing::span_stat(data.forward_records, filter);
     if (entry.forward.median_us > 0)
       entry.tokens_per_ms = double(tokens.count()) / (entry.forward.median_us / 1000.0);
     report.end_to_end.push_back(std::move(entry));
   }
-  report.kernels = timing::kernel_stats(layer_records, kLayerPhase);
+  report.kernels = timing::kernel_stats(data.layer_records, kLayerPhase);
 
   // The timeline: the first timed repetition of every layer's comparison and of each forward.
-  for (const auto* records : {&layer_records, &forward_records}) {
+  for (const auto* records : {&data.layer_records, &data.forward_records}) {
     timing::RecordFilter filter;
-    filter.phase = records == &layer_records ? kLayerPhase : kEndToEndPhase;
+    filter.phase = records == &data.layer_records ? kLayerPhase : kEndToEndPhase;
     if (const auto rep = timing::first_timed_repetition(*records, filter)) {
       auto chosen = timing::records_of_repetition(*records, *rep, filter);
       report.timeline.insert(report.timeline.end(), std::make_move_iterator(chosen.begin()),
@@ -267,8 +287,37 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
   }
   sort_by_start(report.timeline);
   report.warnings = derive_report_warnings(report);
-  tracker.finish();
   return report;
+}
+
+void Session::throw_incomplete(const Error& failure, const char* stage, const ProfileConfig& config,
+                               const TokenBatch& tokens, RunData data, std::size_t selected_count) const {
+  // Keep what finished: the selected layers whose comparison and statistics both completed.
+  std::vector<int> finished;
+  for (std::size_t layer = 0; layer < data.selected.size(); ++layer) {
+    if (data.selected[layer] && !data.summaries[layer]) data.selected[layer] = false;
+    if (data.selected[layer]) finished.push_back(int(layer));
+  }
+  if (finished.empty()) throw;  // called inside the handler: rethrows the cause as it was
+  std::erase_if(data.layer_records, [&](const KernelRecord& record) {
+    return record.tag.layer < 0 || std::size_t(record.tag.layer) >= data.selected.size() ||
+           !data.selected[std::size_t(record.tag.layer)];
+  });
+  data.forward_records.clear();
+  ProfileConfig finished_config = config;
+  finished_config.layers = finished;
+  finished_config.end_to_end = false;
+  Report partial = assemble_report(finished_config, tokens, data);
+  partial.warnings.insert(partial.warnings.begin(),
+                          std::string("INCOMPLETE: the run failed during ") + stage + " after " +
+                              std::to_string(finished.size()) + " of " + std::to_string(selected_count) +
+                              " selected layers; this report holds those layers only" +
+                              (config.end_to_end ? ", without end-to-end throughput" : "") +
+                              ". The failure: " + failure.what());
+  throw IncompleteRunError(failure.kind(),
+                           std::string(failure.what()) + " (the report of the " +
+                               std::to_string(finished.size()) + " layers that finished is kept)",
+                           std::move(partial));
 }
 
 }  // namespace twell

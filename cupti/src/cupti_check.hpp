@@ -8,6 +8,7 @@
 #include <string>
 
 #include "twell/error.hpp"
+#include "twell/kernels/cuda_check.hpp"
 
 namespace twell::gpu_trace::detail {
 
@@ -29,10 +30,12 @@ inline void check_cupti(CUptiResult result, const char* call) {
 }
 
 inline void check_cuda(cudaError_t result, const char* call) {
-  if (result != cudaSuccess) {
-    throw Error(Error::Kind::Device, std::string(call) + " failed: " + cudaGetErrorName(result) + " (" +
-                                         cudaGetErrorString(result) + ")");
-  }
+  if (result == cudaSuccess) return;
+  std::string message =
+      std::string(call) + " failed: " + cudaGetErrorName(result) + " (" + cudaGetErrorString(result) + ")";
+  // A fault of earlier work can surface here first: say what it means, as the kernels do.
+  if (cuda::is_sticky_cuda_error(result)) message += cuda::kLostContextAdvice;
+  throw Error(Error::Kind::Device, message);
 }
 
 }  // namespace twell::gpu_trace::detail

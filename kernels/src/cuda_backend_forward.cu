@@ -239,6 +239,7 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     if (options.capture_statistics)
       result.layers[l].summary =
           summarize_layer(l, gate_preactivation, m, options, tracer, tagged(layer, "statistics"));
+    if (options.on_layer_done) options.on_layer_done(l, result.layers[l]);
   }
   {
     const ScopedTrace scope(tracer, tagged(-1, "final_norm"));

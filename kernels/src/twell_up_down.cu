@@ -2,8 +2,9 @@
 // The fused TwELL consumer. One CTA per token; thread t owns the 8 contiguous elements [8t, 8t+8)
 // of D, so the x row and the output accumulators live in registers (4 and 8 per thread) and every
 // weight access is a coalesced 16-byte load. The packed row is read once, compacted across tiles
-// in shared memory, then consumed 8 non-zeros at a time: 8 up rows in flight, one block reduction
-// of 8 dot products, then 8 down rows in flight. The hidden activation never leaves registers.
+// in shared memory, then consumed 4 non-zeros at a time: their 4 up rows and 4 down rows in flight
+// together, one block reduction of 4 dot products, then the down accumulation. The hidden
+// activation never leaves registers.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -21,7 +22,13 @@ using up_down::dot8;
 using up_down::load_streaming;
 using up_down::load_weight;
 
-constexpr int kGroup = 8;          // non-zeros consumed per reduction
+// Tuned on H200 at D 2048, N 5632, M 131072 (resources/benchmarks/h200-ffn-2026-12-02-run2.json):
+// groups of 4 with the down rows loaded alongside the up rows and 6 CTAs per SM (40 registers)
+// took the consumer from 5.66 to 4.98 ms at 0.5 % against groups of 8 loaded in two round trips at
+// 3 CTAs per SM; ncu had shown the old kernel issue-bound at 37 % occupancy.
+constexpr int kGroup = 4;      // non-zeros consumed per reduction
+constexpr int kMinBlocks = 6;  // CTAs of 256 threads per SM the register budget allows
+static_assert(kGroup == 4 || kGroup == 8, "entries and partials are read four at a time");
 constexpr int kChunkWords = 1024;  // packed words staged per pass (32 tiles at C = 8)
 constexpr int kMaxWarps = 32;
 
@@ -34,45 +41,45 @@ struct UpDownParams {
   __nv_bfloat16* out;
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
+  int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
 };
 
-// Sums each of the 8 partial values over the warp in 9 shuffles instead of 40: every exchange
-// halves the values a lane holds. Afterwards the lane holds the warp total of value
-// 4*bit4(lane) + 2*bit3(lane) + bit2(lane).
-__device__ __forceinline__ float warp_reduce8(float (&v)[kGroup], int lane) {
-  {
-    const bool upper = lane & 16;
+// Sums each of the kGroup partial values over the warp with far fewer shuffles than one reduction
+// per value: every exchange halves the values a lane holds, then the last value is summed over the
+// remaining lanes. Afterwards the lane holds the warp total of value group_index(lane).
+constexpr int kLastHalvingOffset = 32 / kGroup;  // 4 for a group of 8
+__device__ __forceinline__ float warp_reduce_group(float (&v)[kGroup], int lane) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float send = upper ? v[i] : v[i + 4];
-      const float keep = upper ? v[i + 4] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+  for (int offset = 16, count = kGroup; count > 1; offset >>= 1, count >>= 1) {
+    const bool upper = lane & offset;
+#pragma unroll
+    for (int i = 0; i < count / 2; ++i) {
+      const float send = upper ? v[i] : v[i + count / 2];
+      const float keep = upper ? v[i + count / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
     }
   }
-  {
-    const bool upper = lane & 8;
+  float total = v[0];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float send = upper ? v[i] : v[i + 2];
-      const float keep = upper ? v[i + 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-    }
-  }
-  const bool upper = lane & 4;
-  const float send = upper ? v[0] : v[1];
-  float total = (upper ? v[1] : v[0]) + __shfl_xor_sync(0xffffffffu, send, 4);
-  total += __shfl_xor_sync(0xffffffffu, total, 2);
-  total += __shfl_xor_sync(0xffffffffu, total, 1);
+  for (int offset = kLastHalvingOffset / 2; offset > 0; offset >>= 1)
+    total += __shfl_xor_sync(0xffffffffu, total, offset);
   return total;
+}
+__device__ __forceinline__ int group_index(int lane) {
+  int index = 0;
+#pragma unroll
+  for (int offset = 16, weight = kGroup / 2; weight > 0; offset >>= 1, weight >>= 1)
+    if (lane & offset) index += weight;
+  return index;
 }
 
 // kMaxThreads bounds the CTA (D / 8 rounded up to warps): small CTAs get registers enough for the
 // 8 up rows in flight without spilling and still keep 3 CTAs on each SM.
 template <bool kGated, bool kHighest, int kMaxThreads>
-__global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? 3 : 1)
+__global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks : 1)
     twell_up_down_kernel(const UpDownParams p) {
   __shared__ std::uint32_t row_words[kChunkWords];
-  __shared__ std::uint32_t entries[kChunkWords];
+  __shared__ __align__(16) std::uint32_t entries[kChunkWords];
   __shared__ std::uint32_t tile_offset[32];
   __shared__ std::uint32_t entry_total;
   __shared__ __align__(16) float partials[2][kMaxWarps][kGroup];
@@ -116,7 +123,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? 3 : 1)
     __syncthreads();
 
     for (int w = t; w < pass_words; w += blockDim.x) {
-      const int tile = w / slots, slot = w - tile * slots;
+      const int tile = w >> p.slot_shift, slot = w & (slots - 1);
       const std::uint32_t count = min(row_words[tile * slots], capacity);
       if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count)
         entries[tile_offset[tile] + slot - 1] = row_words[w];
@@ -126,9 +133,29 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? 3 : 1)
 
     for (int first = 0; first < total; first += kGroup) {
       // Entries are re-read from shared memory where needed rather than held across the reduction.
-      const auto entry_at = [&](int i) { return first + i < total ? entries[first + i] : 0u; };
+      // The group's entries in registers (one 16-byte shared load per 4); zero past the end.
+      std::uint32_t group[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup; i += 4) {
+        const uint4 four = *reinterpret_cast<const uint4*>(&entries[first + i]);
+        group[i] = four.x, group[i + 1] = four.y, group[i + 2] = four.z, group[i + 3] = four.w;
+      }
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        if (first + i >= total) group[i] = 0u;
+      const auto entry_at = [&](int i) { return group[i]; };
       float h[kGroup] = {};
       __nv_bfloat16 h_bf16[kGroup] = {};
+      uint4 down_rows[kGroup];
+      const auto load_down_rows = [&] {
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) {
+          down_rows[i] = make_uint4(0, 0, 0, 0);
+          if (active && first + i < total)
+            down_rows[i] =
+                load_weight(p.down_t + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
+        }
+      };
       if constexpr (kGated) {
         float partial[kGroup];
         uint4 up_rows[kGroup];
@@ -139,22 +166,23 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? 3 : 1)
             up_rows[i] =
                 load_weight(p.up + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
         }
+        // The down rows do not depend on the reduction: in flight with the up rows, one memory
+        // round trip per group instead of two.
+        load_down_rows();
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) partial[i] = dot8<kHighest>(x, up_rows[i]);
-        const float warp_total = warp_reduce8(partial, lane);
-        if ((lane & 3) == 0) {
-          const int which = ((lane >> 4) & 1) * 4 + ((lane >> 3) & 1) * 2 + ((lane >> 2) & 1);
-          partials[parity][warp][which] = warp_total;
-        }
+        const float warp_total = warp_reduce_group(partial, lane);
+        if ((lane & (kLastHalvingOffset - 1)) == 0) partials[parity][warp][group_index(lane)] = warp_total;
         __syncthreads();
         float u[kGroup];
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) u[i] = 0.0f;
         for (int w = 0; w < warps; ++w) {
-          const float4 low = *reinterpret_cast<const float4*>(&partials[parity][w][0]);
-          const float4 high = *reinterpret_cast<const float4*>(&partials[parity][w][4]);
-          u[0] += low.x, u[1] += low.y, u[2] += low.z, u[3] += low.w;
-          u[4] += high.x, u[5] += high.y, u[6] += high.z, u[7] += high.w;
+#pragma unroll
+          for (int i = 0; i < kGroup; i += 4) {
+            const float4 four = *reinterpret_cast<const float4*>(&partials[parity][w][i]);
+            u[i] += four.x, u[i + 1] += four.y, u[i + 2] += four.z, u[i + 3] += four.w;
+          }
         }
         parity ^= 1;  // double buffer: the next group's writes cannot race this group's reads
 #pragma unroll
@@ -172,16 +200,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? 3 : 1)
           h_bf16[i] = __ushort_as_bfloat16(static_cast<unsigned short>(entry_at(i) >> 16));
           h[i] = __bfloat162float(h_bf16[i]);
         }
+        load_down_rows();
       }
 
-      uint4 down_rows[kGroup];
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        down_rows[i] = make_uint4(0, 0, 0, 0);
-        if (active && first + i < total)
-          down_rows[i] =
-              load_weight(p.down_t + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
-      }
 #pragma unroll
       for (int i = 0; i < kGroup; ++i)
         if (first + i < total) accumulate8<kHighest>(acc, h[i], h_bf16[i], down_rows[i]);
@@ -270,6 +291,7 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.tiles = args.padded_neurons / 256;
   params.slots_per_tile = 256 / static_cast<int>(args.compression);
   params.words_per_row = args.padded_neurons / static_cast<int>(args.compression);
+  params.slot_shift = __builtin_ctz(static_cast<unsigned>(params.slots_per_tile));
 
   const int threads = (params.chunks + 31) / 32 * 32;
   if (threads <= 256) {

@@ -3,6 +3,7 @@
 // tracer that turns each tag into kernels of known durations, so session results are exact.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,8 @@ class FakeBackend final : public twell::Backend {
   twell::DeviceInfo device_info{"cuda", "Fake GPU", "9.0", 132, 1 << 30, "580", "13.0", "hopper-sm90a"};
   std::map<std::pair<std::size_t, std::string>, int> layer_runs;
   int flushes = 0, compares = 0, forwards = 0;
+  std::optional<std::size_t> fail_in_layer;  ///< run_layer_ffn on this layer throws a device error
+  bool fail_end_to_end = false;              ///< forwards without statistics throw a device error
 
   twell::DeviceInfo device() const override { return device_info; }
   void load(const twell::Checkpoint&) override {}
@@ -67,6 +70,8 @@ class FakeBackend final : public twell::Backend {
                                twell::Tracer* tracer, const twell::TraceTag& base,
                                const twell::LayerHook& hook) override {
     ++forwards;
+    if (fail_end_to_end && !options.capture_statistics)
+      throw twell::Error(twell::Error::Kind::Device, "scripted device fault in a forward");
     twell::ForwardResult result;
     result.layers.resize(kLayers);
     { const twell::ScopedTrace scope(tracer, with(base, -1, "", "embedding")); }
@@ -78,6 +83,7 @@ class FakeBackend final : public twell::Backend {
       run_ops(layer, options.ffn_path, tracer, base);
       if (options.capture_statistics)
         result.layers[layer].summary = fake_summary(layer, static_cast<std::uint32_t>(tokens.count()));
+      if (options.on_layer_done) options.on_layer_done(layer, result.layers[layer]);
     }
     return result;
   }
@@ -86,6 +92,9 @@ class FakeBackend final : public twell::Backend {
                               twell::Tracer* tracer, const twell::TraceTag& tag) override {
     if (m_current != int(layer))
       throw twell::Error(twell::Error::Kind::Internal, "run_layer_ffn outside its hook");
+    if (fail_in_layer == layer)
+      throw twell::Error(twell::Error::Kind::Device,
+                         "scripted device fault in layer " + std::to_string(layer));
     ++layer_runs[{layer, twell::to_string(path)}];
     run_ops(layer, path, tracer, tag);
     return path == FfnPath::Twell ? 7 : 0;

@@ -8,6 +8,7 @@
 
 #include "fake_backend.hpp"
 #include "twell/error.hpp"
+#include "twell/report_io.hpp"
 #include "twell/session.hpp"
 #include "twell/version.hpp"
 
@@ -251,4 +252,68 @@ TEST(Session, RejectsBadConfigurations) {
       },
       "layer 3 does not exist (the model has 3 layers");
   expect_invalid([](SessionFixture& f) { f.tokens = {}; }, "token batch is empty");
+}
+
+TEST(Session, AFailurePartWayKeepsTheReportOfTheFinishedLayers) {
+  SessionFixture f;
+  f.backend.fail_in_layer = 2;
+  try {
+    f.run();
+    FAIL() << "the scripted fault did not stop the run";
+  } catch (const twell::IncompleteRunError& e) {
+    EXPECT_EQ(e.kind(), twell::Error::Kind::Device);
+    EXPECT_NE(std::string(e.what()).find("scripted device fault in layer 2"), std::string::npos) << e.what();
+    const twell::Report& partial = e.partial_report();
+    ASSERT_EQ(partial.layers.size(), 2u);
+    EXPECT_EQ(partial.layers[0].index, 0);
+    EXPECT_EQ(partial.layers[1].index, 1);
+    EXPECT_EQ(partial.config.layers, (std::vector<int>{0, 1}));
+    EXPECT_FALSE(partial.config.end_to_end);
+    EXPECT_TRUE(partial.end_to_end.empty());
+    EXPECT_DOUBLE_EQ(partial.layers[1].paths[0].total.median_us, 4.0);
+    EXPECT_EQ(partial.layers[1].sparsity.neurons, kNeurons);
+    for (const auto& kernel : partial.kernels) EXPECT_LT(kernel.layer, 2) << kernel.name;
+    for (const auto& record : partial.timeline) EXPECT_LT(record.tag.layer, 2) << record.name;
+    ASSERT_FALSE(partial.warnings.empty());
+    EXPECT_EQ(
+        partial.warnings.front().rfind("INCOMPLETE: the run failed during the per-layer comparison after 2 "
+                                       "of 3 selected layers",
+                                       0),
+        0u)
+        << partial.warnings.front();
+    // What a front end writes must read back as a valid report.
+    const twell::Report reread = twell::parse_report(twell::report_to_json_text(partial), "partial");
+    EXPECT_EQ(reread.layers.size(), 2u);
+    EXPECT_EQ(reread.warnings.front(), partial.warnings.front());
+  }
+}
+
+TEST(Session, AFailureInTheEndToEndForwardsKeepsEveryLayer) {
+  SessionFixture f;
+  f.backend.fail_end_to_end = true;
+  try {
+    f.run();
+    FAIL() << "the scripted fault did not stop the run";
+  } catch (const twell::IncompleteRunError& e) {
+    const twell::Report& partial = e.partial_report();
+    EXPECT_EQ(partial.layers.size(), 3u);
+    EXPECT_TRUE(partial.end_to_end.empty());
+    EXPECT_NE(partial.warnings.front().find("during the end-to-end forwards after 3 of 3"), std::string::npos)
+        << partial.warnings.front();
+    EXPECT_NO_THROW(twell::parse_report(twell::report_to_json_text(partial), "partial"));
+  }
+}
+
+TEST(Session, AFailureBeforeAnyLayerFinishedRethrowsTheCause) {
+  SessionFixture f;
+  f.backend.fail_in_layer = 0;
+  try {
+    f.run();
+    FAIL() << "the scripted fault did not stop the run";
+  } catch (const twell::IncompleteRunError&) {
+    FAIL() << "no layer finished, so there is no report to keep";
+  } catch (const twell::Error& e) {
+    EXPECT_EQ(e.kind(), twell::Error::Kind::Device);
+    EXPECT_STREQ(e.what(), "scripted device fault in layer 0");
+  }
 }

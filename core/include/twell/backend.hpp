@@ -19,14 +19,14 @@ const char* to_string(FfnPath path) noexcept;  ///< "dense", "twell"
 
 /// The machine a backend runs on, as reports and `devices` show it.
 struct DeviceInfo {
-  std::string backend;              ///< "cpu" or "cuda"
-  std::string name;                 ///< GPU name or CPU model
-  std::string compute_capability;   ///< "9.0"; empty on the CPU
-  int multiprocessor_count = 0;     ///< SMs, or CPU threads used
+  std::string backend;             ///< "cpu" or "cuda"
+  std::string name;                ///< GPU name or CPU model
+  std::string compute_capability;  ///< "9.0"; empty on the CPU
+  int multiprocessor_count = 0;    ///< SMs, or CPU threads used
   std::uint64_t memory_bytes = 0;
   std::string driver_version;
   std::string runtime_version;
-  std::string kernel_family;        ///< "hopper-sm90a", "portable-sm80", "cpu-reference"
+  std::string kernel_family;  ///< "hopper-sm90a", "portable-sm80", "cpu-reference"
   bool operator==(const DeviceInfo&) const = default;
 };
 
@@ -35,19 +35,22 @@ struct FfnOptions {
   bool highest_precision = false;  ///< all-fp32 up/down products (TwELL)
 };
 
+struct LayerCapture {
+  ActivationSummary summary;        ///< from the gate's ReLU mask
+  Matrix hidden_out;                ///< residual stream after the layer, if keep_layer_hidden
+  std::uint64_t overflow_rows = 0;  ///< rows the TwELL FFN recomputed densely (TwELL path)
+};
+
 struct ForwardOptions {
   FfnPath ffn_path = FfnPath::Dense;
   FfnOptions ffn;
   bool capture_statistics = false;  ///< fill ForwardResult::layers[i].summary
   MapShape map_shape;
-  bool keep_final_hidden = false;   ///< copy the final-normed hidden states to the host
-  bool keep_layer_hidden = false;   ///< copy every layer's output hidden state (tests; small models)
-};
-
-struct LayerCapture {
-  ActivationSummary summary;  ///< from the gate's ReLU mask
-  Matrix hidden_out;          ///< residual stream after the layer, if keep_layer_hidden
-  std::uint64_t overflow_rows = 0;  ///< rows the TwELL FFN recomputed densely (TwELL path)
+  bool keep_final_hidden = false;  ///< copy the final-normed hidden states to the host
+  bool keep_layer_hidden = false;  ///< copy every layer's output hidden state (tests; small models)
+  /// Called as each layer finishes (its FFN and statistics done), so a caller keeps the layers that
+  /// finished when a later one fails.
+  std::function<void(std::size_t layer, const LayerCapture& capture)> on_layer_done;
 };
 
 struct ForwardResult {

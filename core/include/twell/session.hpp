@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "twell/backend.hpp"
 #include "twell/checkpoint.hpp"
+#include "twell/error.hpp"
 #include "twell/report.hpp"
 #include "twell/tokens.hpp"
 #include "twell/tracer.hpp"
@@ -24,6 +26,19 @@ struct SessionProgress {
 /// Called between units of work; returning false cancels the session (Error::Kind::Cancelled).
 using ProgressCallback = std::function<bool(const SessionProgress&)>;
 
+/// A run that failed (a GPU fault, out of memory...) after at least one layer finished: the error,
+/// of the cause's kind, carries the report of the finished layers, marked incomplete in its first
+/// warning, so a front end can keep it.
+class IncompleteRunError : public Error {
+ public:
+  IncompleteRunError(Kind kind, const std::string& message, Report partial)
+      : Error(kind, message), m_partial(std::make_shared<const Report>(std::move(partial))) {}
+  const Report& partial_report() const noexcept { return *m_partial; }
+
+ private:
+  std::shared_ptr<const Report> m_partial;  // shared: exceptions are copied
+};
+
 /// The model part of a report, from an opened checkpoint; `source` is what the user named
 /// (a directory, or "demo").
 ModelSummary summarize_model(const Checkpoint& checkpoint, const std::string& source);
@@ -38,16 +53,31 @@ ModelSummary summarize_model(const Checkpoint& checkpoint, const std::string& so
 ///    then timed repetitions; tokens/ms from each repetition's span;
 /// 3. the Report, with warnings a reader must not miss (tile overflow at the chosen C, layers
 ///    where TwELL is slower than dense, CPU timings, a fallback tracer).
-/// The backend must be loaded with the model `model` describes. A cancelled or failed run throws
-/// and returns nothing, so no partial report can be written.
+/// The backend must be loaded with the model `model` describes. A cancelled run throws Cancelled
+/// and returns nothing. A run that fails after some layers finished throws IncompleteRunError with
+/// the report of those layers (no end-to-end figures); one that fails before rethrows the cause.
 class Session {
  public:
   Session(Backend& backend, Tracer& tracer, ModelSummary model);
   /// `tokens` overrides config.batch, sequence and token_source (the report says what ran).
-  /// Throws twell::Error: InvalidInput for a bad configuration, Cancelled when `progress` said so.
+  /// Throws twell::Error: InvalidInput for a bad configuration, Cancelled when `progress` said so,
+  /// IncompleteRunError (see above) for a failure part-way.
   Report run(const ProfileConfig& config, const TokenBatch& tokens, const ProgressCallback& progress = {});
 
  private:
+  /// What a run gathered, layer by layer; a layer without a summary did not finish.
+  struct RunData {
+    std::vector<bool> selected;
+    std::vector<std::optional<ActivationSummary>> summaries;
+    std::vector<std::uint64_t> overflow_rows;
+    std::vector<std::optional<ErrorMetrics>> errors;
+    std::vector<KernelRecord> layer_records, forward_records;
+  };
+  Report assemble_report(const ProfileConfig& config, const TokenBatch& tokens, const RunData& data) const;
+  [[noreturn]] void throw_incomplete(const Error& failure, const char* stage, const ProfileConfig& config,
+                                     const TokenBatch& tokens, RunData data,
+                                     std::size_t selected_count) const;
+
   Backend& m_backend;
   Tracer& m_tracer;
   ModelSummary m_model;

@@ -11,17 +11,48 @@
 
 namespace twell::cuda {
 
+/// Errors after which the CUDA context is corrupt: every later call in this process fails too, so
+/// only a new process (or cudaDeviceReset, which frees every allocation) uses the GPU again.
+constexpr bool is_sticky_cuda_error(cudaError_t status) noexcept {
+  switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline constexpr const char* kLostContextAdvice =
+    "; the GPU context is lost for this process (a sticky CUDA error): restart twellscope to use the GPU "
+    "again";
+
 [[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   const auto kind = status == cudaErrorMemoryAllocation ? Error::Kind::OutOfMemory : Error::Kind::Device;
-  throw Error(kind, std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                        cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  std::string message = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                        cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")";
+  if (is_sticky_cuda_error(status)) message += kLostContextAdvice;
+  throw Error(kind, message);
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                             int line) {
   const auto kind = status == CUBLAS_STATUS_ALLOC_FAILED ? Error::Kind::OutOfMemory : Error::Kind::Device;
-  throw Error(kind, std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                        cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+  std::string message = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                        cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")";
+  // cuBLAS reports a fault of earlier work as its own failure; name the CUDA error underneath.
+  if (const cudaError_t underlying = cudaPeekAtLastError(); is_sticky_cuda_error(underlying))
+    message += std::string(" after ") + cudaGetErrorName(underlying) + kLostContextAdvice;
+  throw Error(kind, message);
 }
 
 }  // namespace twell::cuda

@@ -26,11 +26,13 @@ struct BreakEvenPoint {
   const char* source;  // the benchmark record it comes from
 };
 
-// From the two H200 runs of bench_ffn recorded in resources/benchmarks/h200-ffn-hopper-run1-2026-12-02.json
-// and h200-ffn-hopper-2026-12-02.json, kernels sm90/per_token_cta (what Auto runs); the lower of the
-// two runs' crossings (0.762 / 0.770 % at M 16384, 0.843 / 0.810 % at M 131072).
+// From the H200 runs of bench_ffn recorded in resources/benchmarks/h200-ffn-hopper-run1-2026-12-02.json,
+// h200-ffn-hopper-2026-12-02.json and h200-ffn-2026-12-02-run2.json (the tuned consumer), kernels
+// sm90/per_token_cta (what Auto runs); the lowest of the runs' crossings (0.762 / 0.770 / 0.727 % at
+// M 16384, 0.843 / 0.810 / 0.855 % at M 131072), so the dispatch never picks TwELL where one run
+// found it slower.
 constexpr BreakEvenPoint kMeasured[] = {
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0076, "bench_ffn, H200, 2026-12-02"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0072, "bench_ffn, H200, 2026-12-02"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0081, "bench_ffn, H200, 2026-12-02"},
 };
 

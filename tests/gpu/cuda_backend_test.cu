@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // CudaBackend and the transformer kernels against core's fp32 CPU reference: the whole forward of
 // the tiny generated model, attention on odd lengths with grouped KV heads, the statistics and
-// comparison kernels, and the out-of-memory refusal that leaves the backend usable.
+// comparison kernels, and the out-of-memory refusals (running, loading) that leave the backend usable.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -213,6 +213,42 @@ TEST(CudaBackend, TooLargeInputGivesOutOfMemoryAndTheBackendStaysUsable) {
   }
   const Matrix after = backend->forward(small, options, nullptr, TraceTag{}, {}).final_hidden;
   EXPECT_EQ(after.data, before.data);
+}
+
+TEST(CudaBackend, OutOfMemoryWhileLoadingSaysSoReleasesItAndTheBackendStaysUsable) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+  auto backend = cuda::make_cuda_backend(0);
+  std::size_t free_before = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total_bytes), cudaSuccess);
+
+  // Another tenant takes nearly all of the device's memory.
+  std::vector<void*> hog;
+  for (std::size_t chunk : {std::size_t{1} << 30, std::size_t{64} << 20, std::size_t{1} << 20}) {
+    void* block = nullptr;
+    while (cudaMalloc(&block, chunk) == cudaSuccess) hog.push_back(block);
+    (void)cudaGetLastError();
+  }
+  try {
+    backend->load(checkpoint);
+    ADD_FAILURE() << "loading with the device full did not fail";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), Error::Kind::OutOfMemory) << error.what();
+    EXPECT_NE(std::string(error.what()).find("MiB free"), std::string::npos) << error.what();
+  }
+  for (void* block : hog) ASSERT_EQ(cudaFree(block), cudaSuccess);
+
+  std::size_t free_after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total_bytes), cudaSuccess);
+  EXPECT_GE(free_after + (std::size_t{8} << 20), free_before) << "the failed load kept device memory";
+  backend->load(checkpoint);
+  const TokenBatch tokens =
+      random_tokens(2, 32, static_cast<std::uint32_t>(checkpoint.config().vocab_size), 4);
+  ForwardOptions options;
+  options.keep_final_hidden = true;
+  const Matrix hidden = backend->forward(tokens, options, nullptr, TraceTag{}, {}).final_hidden;
+  ASSERT_EQ(hidden.rows, 64u);
+  for (float value : hidden.data) ASSERT_TRUE(std::isfinite(value));
 }
 
 struct AttentionCase {

@@ -146,29 +146,24 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       const auto entry_at = [&](int i) { return group[i]; };
       float h[kGroup] = {};
       __nv_bfloat16 h_bf16[kGroup] = {};
-      uint4 down_rows[kGroup];
-      const auto load_down_rows = [&] {
+      // The rows of the group's non-zeros from an [N, D] matrix, zero past the end.
+      const auto load_rows = [&](const __nv_bfloat16* matrix, uint4(&rows)[kGroup]) {
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) {
-          down_rows[i] = make_uint4(0, 0, 0, 0);
+          rows[i] = make_uint4(0, 0, 0, 0);
           if (active && first + i < total)
-            down_rows[i] =
-                load_weight(p.down_t + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
+            rows[i] =
+                load_weight(matrix + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
         }
       };
+      uint4 down_rows[kGroup];
       if constexpr (kGated) {
         float partial[kGroup];
         uint4 up_rows[kGroup];
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          up_rows[i] = make_uint4(0, 0, 0, 0);
-          if (active && first + i < total)
-            up_rows[i] =
-                load_weight(p.up + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
-        }
+        load_rows(p.up, up_rows);
         // The down rows do not depend on the reduction: in flight with the up rows, one memory
         // round trip per group instead of two.
-        load_down_rows();
+        load_rows(p.down_t, down_rows);
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) partial[i] = dot8<kHighest>(x, up_rows[i]);
         const float warp_total = warp_reduce_group(partial, lane);
@@ -200,7 +195,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
           h_bf16[i] = __ushort_as_bfloat16(static_cast<unsigned short>(entry_at(i) >> 16));
           h[i] = __bfloat162float(h_bf16[i]);
         }
-        load_down_rows();
+        load_rows(p.down_t, down_rows);
       }
 
 #pragma unroll

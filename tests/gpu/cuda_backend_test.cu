@@ -33,18 +33,8 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-/// The tiny preset (d_model 256, 4 heads of 64, 2 KV heads, d_ff 768, 2 layers), generated once.
 const std::filesystem::path& tiny_model() {
-  static test::TempDir directory("twellscope-gpu-tiny");
-  static const std::filesystem::path model = [] {
-    GeneratorOptions options;
-    options.preset = "tiny";
-    options.density = 0.05;
-    options.seed = 11;
-    generate_model(options, directory.path() / "tiny");
-    return directory.path() / "tiny";
-  }();
-  return model;
+  return test::generated_tiny_model();
 }
 
 double cosine(const Matrix& a, const Matrix& b) {

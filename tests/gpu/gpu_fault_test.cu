@@ -68,15 +68,6 @@ class FaultingBackend final : public Backend {
   bool m_faulted = false;
 };
 
-std::filesystem::path tiny_model(const test::TempDir& directory) {
-  GeneratorOptions options;
-  options.preset = "tiny";
-  options.density = 0.05;
-  options.seed = 5;
-  generate_model(options, directory.path() / "tiny");
-  return directory.path() / "tiny";
-}
-
 std::string quoted(const std::filesystem::path& path) {
   return "'" + path.string() + "'";
 }
@@ -84,7 +75,7 @@ std::string quoted(const std::filesystem::path& path) {
 TEST(GpuFaults, StickyFaultKeepsTheFinishedLayersAndARestartRecovers) {
   TWELL_REQUIRE_CUDA_DEVICE();
   const test::TempDir directory("twellscope-gpu-fault");
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model(directory));
+  const Checkpoint checkpoint = Checkpoint::open(test::generated_tiny_model());
   const TokenBatch tokens = random_tokens(2, 64, std::uint32_t(checkpoint.config().vocab_size), 9);
   ForwardOptions plain;
   plain.keep_final_hidden = true;
@@ -136,7 +127,7 @@ TEST(GpuFaults, StickyFaultKeepsTheFinishedLayersAndARestartRecovers) {
   // A restart: a new process profiles on the GPU.
   const auto out = directory.path() / "after-restart.json";
   const auto result = test::run_command(
-      std::string("'") + TWELLSCOPE_CLI_PATH + "' profile " + quoted(directory.path() / "tiny") +
+      std::string("'") + TWELLSCOPE_CLI_PATH + "' profile " + quoted(test::generated_tiny_model()) +
       " --backend cuda --batch 2 --seq 64 " + "--warmup 1 --reps 1 --out " + quoted(out));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(load_report(out).layers.size(), std::size_t(checkpoint.config().num_hidden_layers));

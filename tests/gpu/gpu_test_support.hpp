@@ -9,12 +9,29 @@
 #include <vector>
 
 #include "controlled_density.hpp"
+#include "test_support.hpp"
 #include "twell/kernels/device_buffer.hpp"
 #include "twell/kernels/ffn.hpp"
 #include "twell/matrix.hpp"
+#include "twell/model_generator.hpp"
 #include "twell/numeric.hpp"
 
 namespace twell::test {
+
+/// The generator's tiny preset (d_model 256, 4 heads of 64, 2 KV heads, d_ff 768, 2 layers) at 5 %
+/// density, generated once per test process.
+inline const std::filesystem::path& generated_tiny_model() {
+  static TempDir directory("twellscope-gpu-tiny");
+  static const std::filesystem::path model = [] {
+    GeneratorOptions options;
+    options.preset = "tiny";
+    options.density = 0.05;
+    options.seed = 11;
+    generate_model(options, directory.path() / "tiny");
+    return directory.path() / "tiny";
+  }();
+  return model;
+}
 
 /// Why CUDA tests cannot run here ("" when a device is usable).
 inline std::string cuda_unavailable_reason() {

@@ -66,7 +66,8 @@ void run_and_compare(const Problem& p, int cluster_size) {
   make_inputs(p, x_bits, w_bits, x, w, 1234u + p.tokens + p.neurons);
   twell::Matrix preact;
   twell::reference::matmul_nt(x, w, preact);
-  const twell::TwellPacked expected = twell::twell_pack(preact.data.data(), p.tokens, p.neurons, p.compression);
+  const twell::TwellPacked expected =
+      twell::twell_pack(preact.data.data(), p.tokens, p.neurons, p.compression);
 
   const std::size_t words = static_cast<std::size_t>(p.tokens) * expected.words_per_row();
   void *d_x = nullptr, *d_w = nullptr, *d_packed = nullptr, *d_overflow = nullptr;
@@ -104,20 +105,23 @@ void run_and_compare(const Problem& p, int cluster_size) {
   for (int t = 0; t < p.tokens; ++t) {
     float row_max = 0;
     for (int n = 0; n < p.neurons; ++n) row_max = std::max(row_max, std::fabs(preact.at(t, n)));
-    const bool expect_overflow =
-        std::binary_search(expected.overflow_rows.begin(), expected.overflow_rows.end(), static_cast<std::uint32_t>(t));
+    const bool expect_overflow = std::binary_search(
+        expected.overflow_rows.begin(), expected.overflow_rows.end(), static_cast<std::uint32_t>(t));
     for (std::uint32_t tile = 0; tile < expected.tiles(); ++tile) {
-      const std::uint32_t* got = packed.data() + static_cast<std::size_t>(t) * expected.words_per_row() + tile * slots;
+      const std::uint32_t* got =
+          packed.data() + static_cast<std::size_t>(t) * expected.words_per_row() + tile * slots;
       ASSERT_LE(got[0], capacity) << "row " << t << " tile " << tile;
       std::map<std::uint32_t, std::uint16_t> entries;
       for (std::uint32_t s = 1; s <= got[0]; ++s) {
         const std::uint32_t column = got[s] & 0xFFFFu;
         ASSERT_GE(column, tile * 256) << "row " << t;
         ASSERT_LT(column, std::min<std::uint32_t>((tile + 1) * 256, p.neurons)) << "row " << t;
-        ASSERT_TRUE(entries.emplace(column, static_cast<std::uint16_t>(got[s] >> 16)).second) << "duplicate column";
+        ASSERT_TRUE(entries.emplace(column, static_cast<std::uint16_t>(got[s] >> 16)).second)
+            << "duplicate column";
       }
       if (expect_overflow) continue;  // the order of claims decides which entries stayed
-      for (std::uint32_t column = tile * 256; column < std::min<std::uint32_t>((tile + 1) * 256, p.neurons); ++column) {
+      for (std::uint32_t column = tile * 256; column < std::min<std::uint32_t>((tile + 1) * 256, p.neurons);
+           ++column) {
         const float reference = preact.at(t, column);
         const auto found = entries.find(column);
         const bool near_boundary = std::fabs(reference) < 1e-3f * row_max;
@@ -134,7 +138,8 @@ void run_and_compare(const Problem& p, int cluster_size) {
         // product (K * 2^-24 * sum |x_k w_k|): that term only matters for values near cancellation.
         double magnitude = 0;
         for (int k = 0; k < p.hidden; ++k) magnitude += std::fabs(x.at(t, k) * w.at(column, k));
-        const double tolerance = std::ldexp(1.0, std::ilogb(expected_value) - 7) + p.hidden * std::ldexp(magnitude, -24);
+        const double tolerance =
+            std::ldexp(1.0, std::ilogb(expected_value) - 7) + p.hidden * std::ldexp(magnitude, -24);
         ASSERT_LE(std::fabs(got_value - expected_value), tolerance)
             << "row " << t << " column " << column << " expected " << expected_value << " got " << got_value;
       }
@@ -159,5 +164,8 @@ TEST_P(GatePackSm90, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatePackSm90,
                          ::testing::Values(Problem{256, 128, 512, 8, -2.0f}, Problem{77, 64, 172, 8, -1.5f},
-                                           Problem{1000, 512, 1280, 4, -1.0f}, Problem{300, 256, 768, 2, -0.8f},
-                                           Problem{513, 2048, 5632, 8, -2.5f}, Problem{129, 1024, 2816, 8, 1.0f}, Problem{4099, 2048, 5632, 8, -1.7f}));
+                                           Problem{1000, 512, 1280, 4, -1.0f},
+                                           Problem{300, 256, 768, 2, -0.8f},
+                                           Problem{513, 2048, 5632, 8, -2.5f},
+                                           Problem{129, 1024, 2816, 8, 1.0f},
+                                           Problem{4099, 2048, 5632, 8, -1.7f}));

@@ -216,7 +216,9 @@ void run_profile(const ProfileArguments& a) {
   if (!runtime.note.empty()) report.warnings.push_back(runtime.note);
   save_report(report, a.out);
 
-  for (const auto& warning : report.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  for (const auto& warning : report.warnings)
+    if (warning != runtime.note)  // printed when the run started
+      std::fprintf(stderr, "warning: %s\n", warning.c_str());
   std::printf("Wrote %s: %zu layers profiled on %s (%s timings)", a.out.c_str(), report.layers.size(),
               report.device.name.c_str(), report.tracer.clock.c_str());
   if (const auto speedup = report.end_to_end_speedup())

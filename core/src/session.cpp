@@ -134,7 +134,9 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
   config.layers.erase(std::unique(config.layers.begin(), config.layers.end()), config.layers.end());
 
   const auto layer_count = static_cast<std::size_t>(m_model.config.num_hidden_layers);
-  std::vector<bool> selected(layer_count, config.layers.empty());
+  RunData data;
+  std::vector<bool>& selected = data.selected;
+  selected.assign(layer_count, config.layers.empty());
   for (int layer : config.layers) selected[static_cast<std::size_t>(layer)] = true;
   const auto selected_count = static_cast<std::size_t>(std::count(selected.begin(), selected.end(), true));
   const bool compare_paths =
@@ -156,8 +158,6 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
   m_tracer.collect();
 
   // 1. Capture forward, with the per-layer comparison inside its hook.
-  RunData data;
-  data.selected = selected;
   data.overflow_rows.assign(layer_count, 0);
   data.errors.resize(layer_count);
   data.summaries.resize(layer_count);  // filled as layers finish, so a failure keeps them

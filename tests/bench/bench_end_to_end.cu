@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "twell/atomic_file.hpp"
 #include "twell/checkpoint.hpp"
 #include "twell/cupti/tracers.hpp"
 #include "twell/error.hpp"
@@ -303,9 +303,7 @@ int run(int argc, char** argv) {
   if (settings.output.empty()) {
     std::cout << text;
   } else {
-    std::ofstream file(settings.output);
-    file << text;
-    if (!file) throw twell::Error(twell::Error::Kind::Io, "cannot write " + settings.output);
+    twell::write_file_atomically(settings.output, text);
     std::cerr << "wrote " << settings.output << "\n";
   }
   return 0;

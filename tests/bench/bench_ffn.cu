@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "controlled_density.hpp"
+#include "twell/atomic_file.hpp"
 #include "twell/error.hpp"
 #include "twell/kernels/dense_ffn.hpp"
 #include "twell/kernels/device_buffer.hpp"
@@ -530,7 +530,7 @@ int main(int argc, char** argv) try {
   if (s.output.empty()) {
     std::cout << document.dump(2) << "\n";
   } else {
-    std::ofstream(s.output) << document.dump(2) << "\n";
+    twell::write_file_atomically(s.output, document.dump(2) + "\n");
   }
   return 0;
 } catch (const std::exception& error) {

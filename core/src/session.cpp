@@ -205,7 +205,10 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
                                              std::to_string(captured.layers.size()) +
                                              " layers for a model of " + std::to_string(layer_count));
     for (std::size_t layer = 0; layer < layer_count; ++layer)
-      data.summaries[layer] = std::move(captured.layers[layer].summary);
+      if (!data.summaries[layer])
+        throw Error(Error::Kind::Internal, "the backend's forward did not report layer " +
+                                               std::to_string(layer) +
+                                               " as done (ForwardOptions::on_layer_done)");
 
     // 2. End to end.
     stage = "the end-to-end forwards";

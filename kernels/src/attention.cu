@@ -6,13 +6,15 @@
 // keeps its Q fragments, its output accumulator and its running max / sum in registers. K and V
 // tiles of 64 rows stream through a two-stage cp.async ring in shared memory (the Q tile borrows
 // the second stage before the loop); the scores of a tile stay in registers, where the
-// accumulator layout of S already is the A-operand layout P needs for P·V. Grouped KV heads: query head h reads KV head h / (q_heads / kv_heads). Blocks are issued
-// longest-first (the last query block has the most KV tiles) so the causal tail balances.
+// accumulator layout of S already is the A-operand layout P needs for P·V. Grouped KV heads: query head h
+// reads KV head h / (q_heads / kv_heads). Blocks are issued longest-first (the last query block has the most
+// KV tiles) so the causal tail balances.
 #include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
+#include "mma_sync.cuh"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/transformer_ops.hpp"
@@ -27,42 +29,18 @@ constexpr int kWarps = kBlockQ / 16;
 constexpr int kThreads = kWarps * 32;
 constexpr float kNegativeInfinity = -INFINITY;
 
-__device__ inline void copy_16_async(void* shared_destination, const void* global_source, bool valid) {
-  const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-  const int source_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(global_source),
-               "r"(source_bytes));
+__device__ __forceinline__ void copy_16_async(void* shared_destination, const void* global_source,
+                                              bool valid) {
+  mma::cp_async_16(mma::shared_address(shared_destination), global_source, valid);
 }
-__device__ inline void commit_async() {
-  asm volatile("cp.async.commit_group;\n" ::);
+__device__ __forceinline__ void load_matrix_x4(std::uint32_t (&r)[4], const void* shared_source) {
+  mma::ldmatrix_x4(r, mma::shared_address(shared_source));
 }
-template <int kPending>
-__device__ inline void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+__device__ __forceinline__ void load_matrix_x4_transposed(std::uint32_t (&r)[4], const void* shared_source) {
+  mma::ldmatrix_x4_transposed(r, mma::shared_address(shared_source));
 }
-
-__device__ inline void load_matrix_x4(std::uint32_t (&r)[4], const void* shared_address) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ inline void load_matrix_x4_transposed(std::uint32_t (&r)[4], const void* shared_address) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-/// d += a (16x16, row-major) * b (16x8, column-major), bf16 in, fp32 accumulate.
-__device__ inline void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using mma::cp_async_commit;
+using mma::cp_async_wait;
 
 __device__ inline float fast_exp2(float x) {
   float y;
@@ -134,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     copy_16_async(q_tile + row * kStride + chunk * 8,
                   valid ? q_source + position * row_stride + chunk * 8 : q_source, valid);
   }
-  commit_async();
+  cp_async_commit();
 
   auto load_kv_tile = [&](int tile, int stage) {
     const int kv_start = tile * kBlockKv;
@@ -149,13 +127,13 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
       copy_16_async(k_stage + row * kStride + chunk * 8, k_source + offset, valid);
       copy_16_async(v_stage + row * kStride + chunk * 8, v_source + offset, valid);
     }
-    commit_async();
+    cp_async_commit();
   };
 
   const int kv_end = min(args.sequence, q_start + kBlockQ);
   const int kv_tiles = (kv_end + kBlockKv - 1) / kBlockKv;
   load_kv_tile(0, 0);
-  wait_async<1>();  // the Q group has landed (groups complete in order)
+  cp_async_wait<1>();  // the Q group has landed (groups complete in order)
   __syncthreads();
 
   const int warp_row0 = warp * 16;
@@ -181,9 +159,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const int stage = tile & 1;
     if (tile + 1 < kv_tiles) {
       load_kv_tile(tile + 1, stage ^ 1);
-      wait_async<1>();
+      cp_async_wait<1>();
     } else {
-      wait_async<0>();
+      cp_async_wait<0>();
     }
     __syncthreads();
     const int kv_start = tile * kBlockKv;
@@ -203,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
           std::uint32_t b[4];
           load_matrix_x4(b, k_stage + (np * 16 + (lane & 7) + (lane >> 4) * 8) * kStride + kk * 16 +
                                 ((lane >> 3) & 1) * 8);
-          mma_bf16(scores[2 * np], q_fragments[kk], b[0], b[1]);
-          mma_bf16(scores[2 * np + 1], q_fragments[kk], b[2], b[3]);
+          mma::mma_bf16_16816(scores[2 * np], q_fragments[kk], b[0], b[1]);
+          mma::mma_bf16_16816(scores[2 * np + 1], q_fragments[kk], b[2], b[3]);
         }
       }
 
@@ -266,8 +244,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
           std::uint32_t b[4];
           load_matrix_x4_transposed(b, v_stage + (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
                                            dp * 16 + (lane >> 4) * 8);
-          mma_bf16(o_accumulator[2 * dp], p_fragment, b[0], b[1]);
-          mma_bf16(o_accumulator[2 * dp + 1], p_fragment, b[2], b[3]);
+          mma::mma_bf16_16816(o_accumulator[2 * dp], p_fragment, b[0], b[1]);
+          mma::mma_bf16_16816(o_accumulator[2 * dp + 1], p_fragment, b[2], b[3]);
         }
       }
     }

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "mma_sync.cuh"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_gate_pack.hpp"
@@ -42,32 +43,10 @@ struct Pipeline {
   }
 };
 
-__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;  // 0: zero-fill (rows past M, neurons past N)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using mma::cp_async_16;
+using mma::cp_async_commit;
+using mma::cp_async_wait;
+using mma::ldmatrix_x4;
 
 struct GatePackParams {
   const __nv_bfloat16* x;
@@ -189,7 +168,8 @@ __global__ void __launch_bounds__(kThreads, 1) twell_gate_pack_kernel(const Gate
         for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
           for (int ni = 0; ni < 8; ++ni)
-            mma_bf16(acc[mi][ni], a_frag[mi], b_frag[ni >> 1][(ni & 1) * 2], b_frag[ni >> 1][(ni & 1) * 2 + 1]);
+            mma::mma_bf16_16816(acc[mi][ni], a_frag[mi], b_frag[ni >> 1][(ni & 1) * 2],
+                                b_frag[ni >> 1][(ni & 1) * 2 + 1]);
       }
     }
     cp_async_wait<0>();
@@ -251,7 +231,8 @@ __global__ void __launch_bounds__(kThreads, 1) twell_gate_pack_kernel(const Gate
 }
 
 template <typename P, bool kSeparateStage>
-void launch_pipeline(const GatePackParams& params, int stage_bytes, int multiprocessors, cudaStream_t stream) {
+void launch_pipeline(const GatePackParams& params, int stage_bytes, int multiprocessors,
+                     cudaStream_t stream) {
   const int shared_bytes = P::kSharedBytes + (kSeparateStage ? stage_bytes : 0);
   TWELL_CUDA_CHECK(cudaFuncSetAttribute(twell_gate_pack_kernel<P, kSeparateStage>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));

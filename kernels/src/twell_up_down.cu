@@ -1,14 +1,25 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The fused TwELL consumer. One CTA per token; thread t owns the 8 contiguous elements [8t, 8t+8)
 // of D, so the x row and the output accumulators live in registers (4 and 8 per thread) and every
-// weight access is a coalesced 16-byte load. The packed row is read once, compacted across tiles
-// in shared memory, then consumed 4 non-zeros at a time: their 4 up rows and 4 down rows in flight
-// together, one block reduction of 4 dot products, then the down accumulation. The hidden
-// activation never leaves registers.
+// weight access is a coalesced 16-byte load. The packed row is read once and compacted across tiles
+// in shared memory. Then, per chunk of up to 64 non-zeros, two phases: every up dot product first
+// (4 up rows in flight per step, each warp's partial sums to shared memory, warps at their own
+// pace), one barrier, then every down accumulation (4 down rows in flight per step). The hidden
+// activation never leaves the CTA.
+//
+// Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
+// loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
+// pure gather of the same rows at 3.2 ms. Why the tensor cores in the dot products: the per-element
+// ALU work (unpacking bf16 products to fp32 and summing them) was the other half of the gap. In
+// default precision the products are still rounded to bf16 (HMUL2, as the reference's) and the
+// tensor cores sum them in fp32: the dot products against a matrix of ones, the down accumulation
+// with a selector that hands each lane its own sums (accumulate_four_bf16). Highest precision keeps
+// fp32 FMAs throughout.
 #include <cuda_bf16.h>
 
 #include <string>
 
+#include "mma_sync.cuh"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
@@ -22,15 +33,20 @@ using up_down::dot8;
 using up_down::load_streaming;
 using up_down::load_weight;
 
-// Tuned on H200 at D 2048, N 5632, M 131072 (resources/benchmarks/h200-ffn-2026-12-02-run2.json):
-// groups of 4 with the down rows loaded alongside the up rows and 6 CTAs per SM (40 registers)
-// took the consumer from 5.66 to 4.98 ms at 0.5 % against groups of 8 loaded in two round trips at
-// 3 CTAs per SM; ncu had shown the old kernel issue-bound at 37 % occupancy.
-constexpr int kGroup = 4;      // non-zeros consumed per reduction
-constexpr int kMinBlocks = 6;  // CTAs of 256 threads per SM the register budget allows
-static_assert(kGroup == 4 || kGroup == 8, "entries and partials are read four at a time");
+// Tuned on H200 at D 2048, N 5632, M 131072 (2026-12-02, one run of three variants on the same
+// inputs): 4 rows per step in both phases and 5 CTAs of 256 threads per SM (48 registers). With the
+// tensor-core down accumulation, 6 CTAs per SM (40 registers) spilled and took 4.66 / 15.5 ms at
+// 0.5 / 2 % against 4.40 / 14.9 here; the fp32-ALU down accumulation at 6 CTAs per SM took 4.24 /
+// 15.9. 8 up rows per step spilled at either occupancy.
+constexpr int kUpStep = 4;
+constexpr int kDownStep = 4;
+constexpr int kPhaseEntries = 64;  // non-zeros per chunk (bounds the partial sums in shared memory)
+constexpr int kMinBlocks = 5;
 constexpr int kChunkWords = 1024;  // packed words staged per pass (32 tiles at C = 8)
-constexpr int kMaxWarps = 32;
+constexpr int kPad =
+    kUpStep > kDownStep ? kUpStep : kDownStep;  // zeros past the end: steps read whole vectors
+static_assert(kUpStep % 4 == 0 && kDownStep % 4 == 0 && kPhaseEntries % kUpStep == 0 &&
+              kPhaseEntries % kDownStep == 0);
 
 struct UpDownParams {
   const __nv_bfloat16* x;
@@ -44,63 +60,141 @@ struct UpDownParams {
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
 };
 
-// Sums each of the kGroup partial values over the warp with far fewer shuffles than one reduction
-// per value: every exchange halves the values a lane holds, then the last value is summed over the
-// remaining lanes. Afterwards the lane holds the warp total of value group_index(lane).
-constexpr int kLastHalvingOffset = 32 / kGroup;  // 4 for a group of 8
-__device__ __forceinline__ float warp_reduce_group(float (&v)[kGroup], int lane) {
-#pragma unroll
-  for (int offset = 16, count = kGroup; count > 1; offset >>= 1, count >>= 1) {
-    const bool upper = lane & offset;
-#pragma unroll
-    for (int i = 0; i < count / 2; ++i) {
-      const float send = upper ? v[i] : v[i + count / 2];
-      const float keep = upper ? v[i + count / 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-    }
+// Folds four per-lane values across the lanes 16 and 8 apart, halving the values a lane holds at
+// each exchange: afterwards lane l holds value (l >> 3) & 3 summed over lanes l, l ^ 8, l ^ 16, l ^ 24.
+__device__ __forceinline__ float fold_four_across_lane_groups(float (&v)[4], int lane) {
+  {
+    const bool upper = lane & 16;
+    const float send0 = upper ? v[0] : v[2], send1 = upper ? v[1] : v[3];
+    const float keep0 = upper ? v[2] : v[0], keep1 = upper ? v[3] : v[1];
+    v[0] = keep0 + __shfl_xor_sync(0xffffffffu, send0, 16);
+    v[1] = keep1 + __shfl_xor_sync(0xffffffffu, send1, 16);
   }
-  float total = v[0];
-#pragma unroll
-  for (int offset = kLastHalvingOffset / 2; offset > 0; offset >>= 1)
-    total += __shfl_xor_sync(0xffffffffu, total, offset);
-  return total;
-}
-__device__ __forceinline__ int group_index(int lane) {
-  int index = 0;
-#pragma unroll
-  for (int offset = 16, weight = kGroup / 2; weight > 0; offset >>= 1, weight >>= 1)
-    if (lane & offset) index += weight;
-  return index;
+  const bool upper = lane & 8;
+  const float send = upper ? v[0] : v[1], keep = upper ? v[1] : v[0];
+  return keep + __shfl_xor_sync(0xffffffffu, send, 8);
 }
 
-// kMaxThreads bounds the CTA (D / 8 rounded up to warps): small CTAs get registers enough for the
-// 8 up rows in flight without spilling and still keep 3 CTAs on each SM.
+// Sums four values over the warp with far fewer shuffles than one reduction per value. Afterwards
+// lane l holds the warp total of value (l >> 3) & 3 (lanes 0, 8, 16, 24 hold values 0..3).
+__device__ __forceinline__ float warp_sum_four(float (&v)[4], int lane) {
+  float total = fold_four_across_lane_groups(v, lane);
+  total += __shfl_xor_sync(0xffffffffu, total, 4);
+  total += __shfl_xor_sync(0xffffffffu, total, 2);
+  total += __shfl_xor_sync(0xffffffffu, total, 1);
+  return total;
+}
+
+__device__ __forceinline__ std::uint32_t hmul2_bits(std::uint32_t a, std::uint32_t b) {
+  const __nv_bfloat162 product = __hmul2(up_down::as_bf162(a), up_down::as_bf162(b));
+  return *reinterpret_cast<const std::uint32_t*>(&product);
+}
+
+// <x, w_i> over the warp's 256 elements for four rows, default precision: the bf16 products (HMUL2,
+// rounded as the reference's) summed exactly in fp32 by the tensor cores, an m16n8k16 MMA against a
+// matrix of ones; row g of A carries rows 0 and 2, row g + 8 rows 1 and 3, so C[g] and C[g + 8] hold
+// each row's sum over the four lanes of group g, and four shuffles finish the warp. Lane l ends with
+// the total of row (l >> 3) & 3, like warp_sum_four.
+__device__ __forceinline__ float warp_dot_four_bf16(const uint4& x, const uint4 (&w)[4], int lane) {
+  constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0
+  float rows01[4] = {0.0f, 0.0f, 0.0f, 0.0f}, rows23[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Each MMA's products are formed just before it: fewer of them live at once.
+  mma::mma_bf16_16816(rows01, hmul2_bits(x.x, w[0].x), hmul2_bits(x.x, w[1].x), hmul2_bits(x.y, w[0].y),
+                      hmul2_bits(x.y, w[1].y), kOnes, kOnes);
+  mma::mma_bf16_16816(rows01, hmul2_bits(x.z, w[0].z), hmul2_bits(x.z, w[1].z), hmul2_bits(x.w, w[0].w),
+                      hmul2_bits(x.w, w[1].w), kOnes, kOnes);
+  mma::mma_bf16_16816(rows23, hmul2_bits(x.x, w[2].x), hmul2_bits(x.x, w[3].x), hmul2_bits(x.y, w[2].y),
+                      hmul2_bits(x.y, w[3].y), kOnes, kOnes);
+  mma::mma_bf16_16816(rows23, hmul2_bits(x.z, w[2].z), hmul2_bits(x.z, w[3].z), hmul2_bits(x.w, w[2].w),
+                      hmul2_bits(x.w, w[3].w), kOnes, kOnes);
+  // The four lanes of a group hold the same sums; only the row groups (lane bits 2..4) remain.
+  float v[4] = {rows01[0], rows01[2], rows23[0], rows23[2]};
+  const float total = fold_four_across_lane_groups(v, lane);
+  return total + __shfl_xor_sync(0xffffffffu, total, 4);
+}
+
+// out[d] += sum_i h_i * Wd^T[i][d] for four rows and the thread's 8 elements, default precision: the
+// bf16 products (HMUL2, rounded as the reference's) are paired by element across two rows (PRMT) and
+// summed in fp32 by the tensor cores into the thread's own accumulators. In one m16n8k16 MMA, lane
+// (g, q) puts element e0 in a0, e1 in a2, e2 in a1 and e3 in a3 (two rows' products each); B keeps,
+// in output column 2q, only a0's k-positions of lane q and in column 2q + 1 only a2's, so C[g][2q],
+// C[g][2q + 1], C[g + 8][2q], C[g + 8][2q + 1] are this lane's e0..e3: c[E][j] is element 4E + j.
+struct OwnLaneSelectors {
+  std::uint32_t b0, b1;
+};
+__device__ __forceinline__ OwnLaneSelectors own_lane_selectors(int lane) {
+  constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0
+  const int column = lane >> 2, q = lane & 3;   // this lane supplies B's column `column`
+  const bool mine = q == (column >> 1);
+  return {mine && (column & 1) == 0 ? kOnes : 0u, mine && (column & 1) == 1 ? kOnes : 0u};
+}
+__device__ __forceinline__ void accumulate_four_bf16(float (&c)[2][4], const __nv_bfloat16 (&h)[4],
+                                                     const uint4 (&w)[4], OwnLaneSelectors select) {
+  const std::uint32_t rows[4][4] = {{w[0].x, w[0].y, w[0].z, w[0].w},
+                                    {w[1].x, w[1].y, w[1].z, w[1].w},
+                                    {w[2].x, w[2].y, w[2].z, w[2].w},
+                                    {w[3].x, w[3].y, w[3].z, w[3].w}};
+#pragma unroll
+  for (int pair = 0; pair < 2; ++pair) {
+    const __nv_bfloat162 h_pair = __halves2bfloat162(h[2 * pair], h[2 * pair + 1]);
+    const std::uint32_t h_bits = *reinterpret_cast<const std::uint32_t*>(&h_pair);
+    const std::uint32_t(&a)[4] = rows[2 * pair];
+    const std::uint32_t(&b)[4] = rows[2 * pair + 1];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const std::uint32_t e0 = hmul2_bits(__byte_perm(a[2 * half], b[2 * half], 0x5410), h_bits);
+      const std::uint32_t e1 = hmul2_bits(__byte_perm(a[2 * half], b[2 * half], 0x7632), h_bits);
+      const std::uint32_t e2 = hmul2_bits(__byte_perm(a[2 * half + 1], b[2 * half + 1], 0x5410), h_bits);
+      const std::uint32_t e3 = hmul2_bits(__byte_perm(a[2 * half + 1], b[2 * half + 1], 0x7632), h_bits);
+      mma::mma_bf16_16816(c[half], e0, e2, e1, e3, select.b0, select.b1);
+    }
+  }
+}
+
+// <x, w_i> for four rows in highest precision: fp32 FMAs of the widened operands, shuffle reduction.
+__device__ __forceinline__ float warp_dot_four_fp32(const uint4& x, const uint4 (&w)[4], int lane) {
+  float partial[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[i] = dot8<true>(x, w[i]);
+  return warp_sum_four(partial, lane);
+}
+
+// kMaxThreads bounds the CTA (D / 8 rounded up to warps).
 template <bool kGated, bool kHighest, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks : 1)
     twell_up_down_kernel(const UpDownParams p) {
+  constexpr int kMaxWarps = kMaxThreads / 32;
   __shared__ std::uint32_t row_words[kChunkWords];
-  __shared__ __align__(16) std::uint32_t entries[kChunkWords];
+  __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
   __shared__ std::uint32_t tile_offset[32];
   __shared__ std::uint32_t entry_total;
-  __shared__ __align__(16) float partials[2][kMaxWarps][kGroup];
+  __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
 
   const std::size_t row = blockIdx.x;
   if (p.row_flags != nullptr && p.row_flags[row] != 0u) return;  // recomputed densely afterwards
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
   const bool active = t < p.chunks;
-  const std::size_t column = static_cast<std::size_t>(t) * 8;
+  const unsigned column = static_cast<unsigned>(t) * 8u;
 
-  uint4 x = make_uint4(0, 0, 0, 0);
-  if (kGated && active) x = load_streaming(p.x + row * p.hidden + column);
+  const __nv_bfloat16* x_row = kGated ? p.x + row * p.hidden + column : nullptr;
+  // Output accumulators: 8 fp32 in highest precision; in default precision the tensor-core
+  // fragments of accumulate_four_bf16.
   float acc[8];
+  float acc_mma[2][4];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < 8; ++i) acc[i] = 0.0f, acc_mma[i / 4][i % 4] = 0.0f;
+  const OwnLaneSelectors own_lane = own_lane_selectors(lane);
 
   const int slots = p.slots_per_tile;
   const std::uint32_t capacity = static_cast<std::uint32_t>(slots - 1);
   const int tiles_per_pass = kChunkWords / slots;
-  int parity = 0;
+
+  // Row j of an [N, D] matrix for the entry word j (its low 16 bits), zero where `live` is false.
+  const auto load_row = [&](const __nv_bfloat16* matrix, std::uint32_t word, bool live) {
+    return live && active ? load_weight(matrix + static_cast<std::size_t>(word & 0xffffu) * p.hidden + column)
+                          : make_uint4(0, 0, 0, 0);
+  };
 
   for (int tile0 = 0; tile0 < p.tiles; tile0 += tiles_per_pass) {
     const int pass_tiles = min(tiles_per_pass, p.tiles - tile0);
@@ -128,83 +222,99 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count)
         entries[tile_offset[tile] + slot - 1] = row_words[w];
     }
-    __syncthreads();
     const int total = static_cast<int>(entry_total);
+    if (t < kPad) entries[total + t] = 0u;
+    __syncthreads();
 
-    for (int first = 0; first < total; first += kGroup) {
-      // Entries are re-read from shared memory where needed rather than held across the reduction.
-      // The group's entries in registers (one 16-byte shared load per 4); zero past the end.
-      std::uint32_t group[kGroup];
-#pragma unroll
-      for (int i = 0; i < kGroup; i += 4) {
-        const uint4 four = *reinterpret_cast<const uint4*>(&entries[first + i]);
-        group[i] = four.x, group[i + 1] = four.y, group[i + 2] = four.z, group[i + 3] = four.w;
-      }
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i)
-        if (first + i >= total) group[i] = 0u;
-      const auto entry_at = [&](int i) { return group[i]; };
-      float h[kGroup] = {};
-      __nv_bfloat16 h_bf16[kGroup] = {};
-      // The rows of the group's non-zeros from an [N, D] matrix, zero past the end.
-      const auto load_rows = [&](const __nv_bfloat16* matrix, uint4(&rows)[kGroup]) {
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          rows[i] = make_uint4(0, 0, 0, 0);
-          if (active && first + i < total)
-            rows[i] =
-                load_weight(matrix + static_cast<std::size_t>(entry_at(i) & 0xffffu) * p.hidden + column);
-        }
-      };
-      uint4 down_rows[kGroup];
+    for (int chunk0 = 0; chunk0 < total; chunk0 += kPhaseEntries) {
+      const int chunk_entries = min(kPhaseEntries, total - chunk0);
+      const std::uint32_t* chunk = entries + chunk0;
       if constexpr (kGated) {
-        float partial[kGroup];
-        uint4 up_rows[kGroup];
-        load_rows(p.up, up_rows);
-        // The down rows do not depend on the reduction: in flight with the up rows, one memory
-        // round trip per group instead of two.
-        load_rows(p.down_t, down_rows);
+        // Phase 1: u_j = <x, Wu[j]>, each warp's share to partials[warp][j]. x is (re)loaded per
+        // chunk rather than held through phase 2, where its registers are short.
+        const uint4 x = active ? load_streaming(x_row) : make_uint4(0, 0, 0, 0);
+        for (int first = 0; first < chunk_entries; first += kUpStep) {
+          uint4 up_rows[kUpStep];
 #pragma unroll
-        for (int i = 0; i < kGroup; ++i) partial[i] = dot8<kHighest>(x, up_rows[i]);
-        const float warp_total = warp_reduce_group(partial, lane);
-        if ((lane & (kLastHalvingOffset - 1)) == 0) partials[parity][warp][group_index(lane)] = warp_total;
+          for (int i = 0; i < kUpStep; ++i)
+            up_rows[i] = load_row(p.up, chunk[first + i], first + i < chunk_entries);
+#pragma unroll
+          for (int quad = 0; quad < kUpStep / 4; ++quad) {
+            const uint4 four[4] = {up_rows[4 * quad], up_rows[4 * quad + 1], up_rows[4 * quad + 2],
+                                   up_rows[4 * quad + 3]};
+            const float total_of_row =
+                kHighest ? warp_dot_four_fp32(x, four, lane) : warp_dot_four_bf16(x, four, lane);
+            if ((lane & 7) == 0) partials[warp][first + 4 * quad + (lane >> 3)] = total_of_row;
+          }
+        }
         __syncthreads();
-        float u[kGroup];
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) u[i] = 0.0f;
-        for (int w = 0; w < warps; ++w) {
-#pragma unroll
-          for (int i = 0; i < kGroup; i += 4) {
-            const float4 four = *reinterpret_cast<const float4*>(&partials[parity][w][i]);
-            u[i] += four.x, u[i + 1] += four.y, u[i + 2] += four.z, u[i + 3] += four.w;
-          }
-        }
-        parity ^= 1;  // double buffer: the next group's writes cannot race this group's reads
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          const __nv_bfloat16 gate = __ushort_as_bfloat16(static_cast<unsigned short>(entry_at(i) >> 16));
-          if constexpr (kHighest) {
-            h[i] = __bfloat162float(gate) * u[i];
-          } else {
-            h_bf16[i] = __hmul(gate, __float2bfloat16_rn(u[i]));
-          }
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          h_bf16[i] = __ushort_as_bfloat16(static_cast<unsigned short>(entry_at(i) >> 16));
-          h[i] = __bfloat162float(h_bf16[i]);
-        }
-        load_rows(p.down_t, down_rows);
       }
-
+      // Phase 2: out += h_j * Wd^T[j], h_j = gate_j * u_j (gated) or the packed value (non-gated).
+      for (int first = 0; first < chunk_entries; first += kDownStep) {
+        std::uint32_t words[kDownStep];
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i)
-        if (first + i < total) accumulate8<kHighest>(acc, h[i], h_bf16[i], down_rows[i]);
+        for (int i = 0; i < kDownStep; i += 4) {
+          const uint4 four = *reinterpret_cast<const uint4*>(chunk + first + i);
+          words[i] = four.x, words[i + 1] = four.y, words[i + 2] = four.z, words[i + 3] = four.w;
+        }
+        float h[kDownStep];
+        __nv_bfloat16 h_bf16[kDownStep];
+#pragma unroll
+        for (int i = 0; i < kDownStep; ++i) {
+          const __nv_bfloat16 value = __ushort_as_bfloat16(static_cast<unsigned short>(words[i] >> 16));
+          h_bf16[i] = value;
+          h[i] = __bfloat162float(value);
+        }
+        if constexpr (kGated) {
+          float u[kDownStep];
+#pragma unroll
+          for (int i = 0; i < kDownStep; ++i) u[i] = 0.0f;
+#pragma unroll
+          for (int w = 0; w < kMaxWarps; ++w) {
+            if (w < warps) {
+#pragma unroll
+              for (int i = 0; i < kDownStep; i += 4) {
+                const float4 four = *reinterpret_cast<const float4*>(&partials[w][first + i]);
+                u[i] += four.x, u[i + 1] += four.y, u[i + 2] += four.z, u[i + 3] += four.w;
+              }
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kDownStep; ++i) {
+            if constexpr (kHighest) {
+              h[i] *= u[i];
+            } else {
+              h_bf16[i] = __hmul(h_bf16[i], __float2bfloat16_rn(u[i]));
+            }
+          }
+        }
+        // The down rows are loaded after h is formed: fewer values live while they are in flight.
+        uint4 down_rows[kDownStep];
+#pragma unroll
+        for (int i = 0; i < kDownStep; ++i)
+          down_rows[i] = load_row(p.down_t, words[i], first + i < chunk_entries);
+        if constexpr (kHighest) {
+#pragma unroll
+          for (int i = 0; i < kDownStep; ++i)
+            if (first + i < chunk_entries) accumulate8<true>(acc, h[i], h_bf16[i], down_rows[i]);
+        } else {  // rows past the end are zero with h zero: their products add nothing
+#pragma unroll
+          for (int i = 0; i < kDownStep; i += 4) {
+            const uint4 four_rows[4] = {down_rows[i], down_rows[i + 1], down_rows[i + 2], down_rows[i + 3]};
+            const __nv_bfloat16 four_h[4] = {h_bf16[i], h_bf16[i + 1], h_bf16[i + 2], h_bf16[i + 3]};
+            accumulate_four_bf16(acc_mma, four_h, four_rows, own_lane);
+          }
+        }
+      }
+      // The partial sums are rewritten by the next chunk; the staged words by the next pass.
+      if (chunk0 + kPhaseEntries < total || tile0 + tiles_per_pass < p.tiles) __syncthreads();
     }
-    __syncthreads();  // the staged words and entries are rewritten by the next pass
   }
 
+  if constexpr (!kHighest) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = acc_mma[i / 4][i % 4];
+  }
   if (active) {
     __stcs(reinterpret_cast<uint4*>(p.out + row * p.hidden + column), up_down::round_to_bf16x8(acc));
   }

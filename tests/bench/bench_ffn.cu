@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "controlled_density.hpp"
+#include "test_support.hpp"
 #include "twell/atomic_file.hpp"
 #include "twell/error.hpp"
 #include "twell/kernels/dense_ffn.hpp"
@@ -177,17 +178,6 @@ std::map<std::string, double> time_medians(const Settings& s, twell::cuda::L2Flu
   return medians;
 }
 
-std::string shell_output(const char* command) {
-  std::string text;
-  if (FILE* pipe = popen(command, "r")) {
-    char buffer[256];
-    while (fgets(buffer, sizeof buffer, pipe)) text += buffer;
-    pclose(pipe);
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
 Matrix first_rows(const Matrix& matrix, std::size_t rows) {
   Matrix out(rows, matrix.cols);
   std::copy_n(matrix.data.data(), rows * matrix.cols, out.data.data());
@@ -309,8 +299,7 @@ int main(int argc, char** argv) try {
   TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
   TWELL_CUDA_CHECK(cudaDriverGetVersion(&driver));
   TWELL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  const std::string driver_version =
-      shell_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1");
+  const std::string driver_version = twell::test::nvidia_driver_version();
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

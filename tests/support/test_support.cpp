@@ -55,4 +55,14 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
+std::string nvidia_driver_version() {
+  CommandResult result =
+      run_command("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null");
+  if (result.exit_code != 0) return {};
+  std::string& text = result.output;
+  text = text.substr(0, text.find('\n'));
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
 }  // namespace twell::test

@@ -28,4 +28,7 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+/// The NVIDIA driver version nvidia-smi reports for the first GPU ("580.159.04"), empty without one.
+std::string nvidia_driver_version();
+
 }  // namespace twell::test

@@ -8,6 +8,7 @@
 //
 // The weights are random bytes, not a calibrated model: this measures I/O and validation only.
 // Use twellscope-cli gen-model for a checkpoint that is also worth profiling.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -131,26 +132,23 @@ void time_open(const fs::path& directory, int repeat) {
 
 int main(int argc, char** argv) {
   try {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    auto option = [&](const std::string& name, long fallback) {
-      const auto it = std::find(args.begin(), args.end(), name);
-      if (it == args.end() || it + 1 == args.end()) return fallback;
-      const long value = std::strtol((it + 1)->c_str(), nullptr, 10);
-      args.erase(it, it + 2);
-      return value;
-    };
-    const long layers = option("--layers", 38);
-    const long repeat = option("--repeat", 5);
-    if (args.size() == 2 && args[0] == "--create" && layers > 0) {
-      create(args[1], layers);
-      return 0;
+    CLI::App app{"Opening a SparseLM-2B-shaped checkpoint and building its view"};
+    std::string create_directory, open_directory;
+    long layers = 38, repeat = 5;
+    app.add_option("--create", create_directory, "write a synthetic checkpoint into DIR and stop");
+    app.add_option("--layers", layers, "layers of the synthetic checkpoint")->check(CLI::PositiveNumber);
+    app.add_option("directory", open_directory, "checkpoint to open and time");
+    app.add_option("--repeat", repeat, "timed opens")->check(CLI::PositiveNumber);
+    CLI11_PARSE(app, argc, argv);
+    if (create_directory.empty() == open_directory.empty()) {
+      std::fprintf(stderr, "%s: give either --create DIR or a checkpoint DIR to open\n", argv[0]);
+      return 2;
     }
-    if (args.size() == 1 && args[0] != "--create" && repeat > 0) {
-      time_open(args[0], static_cast<int>(repeat));
-      return 0;
-    }
-    std::fprintf(stderr, "usage: %s --create DIR [--layers L] | %s DIR [--repeat N]\n", argv[0], argv[0]);
-    return 2;
+    if (!create_directory.empty())
+      create(create_directory, layers);
+    else
+      time_open(open_directory, static_cast<int>(repeat));
+    return 0;
   } catch (const twell::Error& e) {
     std::fprintf(stderr, "bench_checkpoint_open: %s\n", e.what());
     return twell::exit_code_for(e.kind());

@@ -6,6 +6,7 @@
 //
 //   bench_cpu_ffn [--tokens 256,512,1024] [--density 0.005] [--hidden 2048] [--intermediate 5632]
 //                 [--threads 0] [--repeats 3]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,7 +14,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,39 +32,13 @@ struct Options {
   int repeats = 3;
 };
 
-std::vector<std::size_t> parse_list(const std::string& text) {
-  std::vector<std::size_t> values;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) values.push_back(std::stoul(item));
-  return values;
-}
-
-Options parse_options(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw twell::Error(twell::Error::Kind::InvalidInput, "missing value after " + flag);
-    const std::string value = argv[++i];
-    if (flag == "--tokens") {
-      options.tokens = parse_list(value);
-    } else if (flag == "--density") {
-      options.density = std::stod(value);
-    } else if (flag == "--hidden") {
-      options.hidden = std::stoul(value);
-    } else if (flag == "--intermediate") {
-      options.intermediate = std::stoul(value);
-    } else if (flag == "--threads") {
-      options.threads = static_cast<unsigned>(std::stoul(value));
-    } else if (flag == "--repeats") {
-      options.repeats = std::max(1, std::stoi(value));
-    } else {
-      throw twell::Error(twell::Error::Kind::InvalidInput, "unknown option " + flag);
-    }
-  }
-  if (!(options.density > 0 && options.density < 1)) {
-    throw twell::Error(twell::Error::Kind::InvalidInput, "--density must lie strictly between 0 and 1");
-  }
-  return options;
+void add_options(CLI::App& app, Options& options) {
+  app.add_option("--tokens", options.tokens, "token counts")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--density", options.density, "gate density, a fraction")->check(CLI::Range(1e-6, 0.999999));
+  app.add_option("--hidden", options.hidden, "D")->check(CLI::PositiveNumber);
+  app.add_option("--intermediate", options.intermediate, "N")->check(CLI::PositiveNumber);
+  app.add_option("--threads", options.threads, "worker threads (0: all cores)");
+  app.add_option("--repeats", options.repeats)->check(CLI::PositiveNumber);
 }
 
 /// z with P(N(0, 1) > z) = p, by bisection on the normal tail.
@@ -109,8 +83,11 @@ Timing median_timing(int repeats, Run&& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"The CPU TwELL FFN against the CPU dense FFN"};
+  add_options(app, options);
+  CLI11_PARSE(app, argc, argv);
   try {
-    const Options options = parse_options(argc, argv);
     const std::size_t max_tokens = *std::max_element(options.tokens.begin(), options.tokens.end());
     const std::size_t d = options.hidden, n = options.intermediate;
     std::mt19937 rng(2603);

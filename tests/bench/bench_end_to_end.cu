@@ -8,6 +8,7 @@
 // JSON goes to stdout (or --output FILE); a summary goes to stderr.
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,57 +45,19 @@ struct Settings {
   std::string output;
 };
 
-void usage() {
-  std::cerr << "usage: bench_end_to_end --checkpoint DIR [--batch 64] [--sequence 2048] [--warmup 5]\n"
-               "                        [--repetitions 20] [--seed 0] [--compression 8] [--no-breakdown]\n"
-               "                        [--no-statistics] [--no-attention] [--output FILE]\n";
-}
-
-Settings parse(int argc, char** argv) {
-  Settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw twell::Error(twell::Error::Kind::InvalidInput, flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--checkpoint")
-      s.checkpoint = value();
-    else if (flag == "--batch")
-      s.batch = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (flag == "--sequence")
-      s.sequence = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (flag == "--warmup")
-      s.warmup = std::stoi(value());
-    else if (flag == "--repetitions")
-      s.repetitions = std::stoi(value());
-    else if (flag == "--seed")
-      s.seed = std::stoull(value());
-    else if (flag == "--compression")
-      s.compression = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (flag == "--no-breakdown")
-      s.breakdown = false;
-    else if (flag == "--no-statistics")
-      s.statistics = false;
-    else if (flag == "--no-attention")
-      s.attention = false;
-    else if (flag == "--output")
-      s.output = value();
-    else if (flag == "--help" || flag == "-h") {
-      usage();
-      std::exit(0);
-    } else {
-      usage();
-      throw twell::Error(twell::Error::Kind::InvalidInput, "unknown flag " + flag);
-    }
-  }
-  if (s.checkpoint.empty()) {
-    usage();
-    throw twell::Error(twell::Error::Kind::InvalidInput, "--checkpoint DIR is required");
-  }
-  if (s.repetitions < 1 || s.warmup < 0 || s.batch == 0 || s.sequence == 0)
-    throw twell::Error(twell::Error::Kind::InvalidInput, "batch, sequence and repetitions must be positive");
-  return s;
+void add_options(CLI::App& app, Settings& s) {
+  app.add_option("--checkpoint", s.checkpoint, "checkpoint directory")->required();
+  app.add_option("--batch", s.batch)->check(CLI::PositiveNumber);
+  app.add_option("--sequence", s.sequence)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", s.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--repetitions", s.repetitions)->check(CLI::PositiveNumber);
+  app.add_option("--seed", s.seed, "token sampling seed");
+  app.add_option("--compression", s.compression, "TwELL compression factor C")
+      ->check(CLI::IsMember({2, 4, 8}));
+  app.add_flag("--no-breakdown{false}", s.breakdown, "skip the per-operation breakdown");
+  app.add_flag("--no-statistics{false}", s.statistics, "skip the activation statistics");
+  app.add_flag("--no-attention{false}", s.attention, "skip attention");
+  app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
 }
 
 struct Timing {
@@ -232,8 +195,7 @@ std::string utc_now() {
   return date;
 }
 
-int run(int argc, char** argv) {
-  const Settings settings = parse(argc, argv);
+int run(const Settings& settings, int argc, char** argv) {
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
 
@@ -312,8 +274,12 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Settings settings;
+  CLI::App app{"One forward pass of a checkpoint's backbone, dense against TwELL, end to end"};
+  add_options(app, settings);
+  CLI11_PARSE(app, argc, argv);
   try {
-    return run(argc, argv);
+    return run(settings, argc, argv);
   } catch (const twell::Error& error) {
     std::cerr << "bench_end_to_end: " << error.what() << "\n";
     return 1;

@@ -6,6 +6,7 @@
 // and progress go to stderr.
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +16,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,64 +54,25 @@ struct Settings {
   std::vector<std::string> variants;
 };
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  for (std::string part; std::getline(stream, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-void usage() {
-  std::cerr
-      << "usage: bench_ffn [--tokens 4096,16384,131072] [--densities 0.25,0.5,1,2,5,10 (percent)]\n"
-         "                 [--hidden 2048] [--intermediate 5632] [--compression 8] [--highest-precision]\n"
-         "                 [--warmup 5] [--repetitions 25] [--check-rows 128] [--output FILE]\n"
-         "                 [--variants portable/cta,portable/warp,sm90/cta,sm90/warp (default: all that "
-         "run)]\n";
-}
-
-Settings parse(int argc, char** argv) {
-  Settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw twell::Error(twell::Error::Kind::InvalidInput, flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--tokens") {
-      s.tokens.clear();
-      for (const auto& part : split(value())) s.tokens.push_back(std::stoi(part));
-    } else if (flag == "--densities") {
-      s.densities_percent.clear();
-      for (const auto& part : split(value())) s.densities_percent.push_back(std::stod(part));
-    } else if (flag == "--hidden") {
-      s.hidden = std::stoi(value());
-    } else if (flag == "--intermediate") {
-      s.intermediate = std::stoi(value());
-    } else if (flag == "--compression") {
-      s.compression = static_cast<std::uint32_t>(std::stoul(value()));
-    } else if (flag == "--highest-precision") {
-      s.highest_precision = true;
-    } else if (flag == "--warmup") {
-      s.warmup = std::stoi(value());
-    } else if (flag == "--repetitions") {
-      s.repetitions = std::stoi(value());
-    } else if (flag == "--check-rows") {
-      s.check_rows = std::stoi(value());
-    } else if (flag == "--output") {
-      s.output = value();
-    } else if (flag == "--variants") {
-      s.variants = split(value());
-    } else {
-      usage();
-      throw twell::Error(twell::Error::Kind::InvalidInput, "unknown option " + flag);
-    }
-  }
-  if (s.tokens.empty() || s.densities_percent.empty() || s.repetitions < 1 || s.warmup < 0 ||
-      s.check_rows < 1)
-    throw twell::Error(twell::Error::Kind::InvalidInput, "empty sweep or bad repetition counts");
-  return s;
+void add_options(CLI::App& app, Settings& s) {
+  app.add_option("--tokens", s.tokens, "token counts (M)")->delimiter(',')->check(CLI::Range(1, 1 << 22));
+  app.add_option("--densities", s.densities_percent, "gate densities, percent")
+      ->delimiter(',')
+      ->check(CLI::Range(0.001, 100.0));
+  app.add_option("--hidden", s.hidden, "D")->check(CLI::Range(64, 8192));
+  app.add_option("--intermediate", s.intermediate, "N")->check(CLI::Range(1, 65536));
+  app.add_option("--compression", s.compression, "TwELL compression factor C")
+      ->check(CLI::IsMember({2, 4, 8}));
+  app.add_flag("--highest-precision", s.highest_precision, "fp32 products and h (TWELL_SPEC 2.5)");
+  app.add_option("--warmup", s.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--repetitions", s.repetitions)->check(CLI::PositiveNumber);
+  app.add_option("--check-rows", s.check_rows, "rows checked against the CPU reference")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
+  app.add_option("--variants", s.variants,
+                 "TwELL kernel pairs timed besides Auto: portable/cta, portable/warp, sm90/cta, sm90/warp "
+                 "(default: all that run here)")
+      ->delimiter(',');
 }
 
 // One pair of timing events per tagged launch group; reused across repetitions.
@@ -289,7 +250,10 @@ nlohmann::json break_even_table(const nlohmann::json& results, const std::vector
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Settings s = parse(argc, argv);
+  Settings s;
+  CLI::App app{"The dense cuBLASLt FFN against the TwELL FFN over token counts and gate densities"};
+  add_options(app, s);
+  CLI11_PARSE(app, argc, argv);
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
 

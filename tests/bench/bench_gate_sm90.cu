@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -57,9 +59,10 @@ float median(std::vector<float> values) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> token_counts;
-  for (int i = 1; i < argc; ++i) token_counts.push_back(std::atoi(argv[i]));
-  if (token_counts.empty()) token_counts = {16384, 131072};
+  std::vector<int> token_counts = {16384, 131072};
+  CLI::App app{"The sm_90a TwELL gate GEMM + pack against cuBLAS's GEMM of the same shape"};
+  app.add_option("token_counts", token_counts, "token counts (M)")->check(CLI::Range(1, 1 << 22));
+  CLI11_PARSE(app, argc, argv);
   const int hidden = 2048, neurons = 5632, reps = 20, warmup = 5;
   // Gate column-0 weights (bias) chosen for ~0.5 % and ~5 % density with x[:,0] = 1 (normal(0,1) gate).
   const std::vector<std::pair<const char*, float>> densities = {{"0.5%", -2.58f}, {"5%", -1.64f}};
@@ -90,15 +93,15 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&overflow, static_cast<std::size_t>(tokens) * 4), "cudaMalloc(overflow)");
     fill_bf16<<<1024, 256>>>(x, static_cast<std::size_t>(tokens) * hidden, 1, 1.0f, hidden, 1.0f);
     for (const auto& [label, bias] : densities) {
-      fill_bf16<<<1024, 256>>>(w, static_cast<std::size_t>(neurons) * hidden, 2, 1.0f / std::sqrt(2047.0f), hidden,
-                               bias);
+      fill_bf16<<<1024, 256>>>(w, static_cast<std::size_t>(neurons) * hidden, 2, 1.0f / std::sqrt(2047.0f),
+                               hidden, bias);
       check(cudaDeviceSynchronize(), "fill");
       const float alpha = 1.0f, beta = 0.0f;
       auto cublas_gemm = [&] {
         // Column-major view: gate^T [N, M] = Wg [N, K] (as K x N col-major, transposed) * x^T.
-        check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, neurons, tokens, hidden, &alpha, w, CUDA_R_16BF, hidden,
-                           x, CUDA_R_16BF, hidden, &beta, gate, CUDA_R_16BF, neurons, CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT),
+        check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, neurons, tokens, hidden, &alpha, w, CUDA_R_16BF,
+                           hidden, x, CUDA_R_16BF, hidden, &beta, gate, CUDA_R_16BF, neurons,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
       };
       twell::cuda::GatePackSm90Params params;
@@ -141,12 +144,13 @@ int main(int argc, char** argv) {
       double nnz = 0;
       for (std::size_t i = 0; i < host.size(); i += 32) nnz += host[i];
       const double flops = 2.0 * tokens * static_cast<double>(neurons) * hidden;
-      std::printf("%s{\"M\":%d,\"target_density\":\"%s\",\"density\":%.5f,\"cublas_gemm_ms\":%.4f,"
-                  "\"cublas_tflops\":%.1f,\"twell_gate_pack_ms\":%.4f,\"twell_tflops\":%.1f,\"ratio\":%.4f,"
-                  "\"ctas\":%d,\"twell_gate_pack_cluster2_ms\":%.4f,\"cluster2_ratio\":%.4f,\"cluster2_ctas\":%d}",
-                  first ? "" : ",\n", tokens, label, nnz / (static_cast<double>(tokens) * neurons), cublas_ms,
-                  flops / cublas_ms / 1e9, twell1_ms, flops / twell1_ms / 1e9, twell1_ms / cublas_ms, plan1.ctas,
-                  twell2_ms, twell2_ms / cublas_ms, plan2.ctas);
+      std::printf(
+          "%s{\"M\":%d,\"target_density\":\"%s\",\"density\":%.5f,\"cublas_gemm_ms\":%.4f,"
+          "\"cublas_tflops\":%.1f,\"twell_gate_pack_ms\":%.4f,\"twell_tflops\":%.1f,\"ratio\":%.4f,"
+          "\"ctas\":%d,\"twell_gate_pack_cluster2_ms\":%.4f,\"cluster2_ratio\":%.4f,\"cluster2_ctas\":%d}",
+          first ? "" : ",\n", tokens, label, nnz / (static_cast<double>(tokens) * neurons), cublas_ms,
+          flops / cublas_ms / 1e9, twell1_ms, flops / twell1_ms / 1e9, twell1_ms / cublas_ms, plan1.ctas,
+          twell2_ms, twell2_ms / cublas_ms, plan2.ctas);
       first = false;
     }
     cudaFree(x);

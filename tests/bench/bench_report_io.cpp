@@ -3,6 +3,7 @@
 // token x neuron maps of 256 x 512 cells, 8 x 2048 tokens). Budget (issue 9): under 20 MB on
 // disk and under 1 s to load. Exits 1 when over budget.
 //   bench_report_io [layers neurons tokens]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,9 +54,14 @@ Timing median_timing(int runs, F&& f) {
 
 int main(int argc, char** argv) {
   twell::test::SyntheticReportShape shape;
-  shape.layers = argc > 1 ? std::atoi(argv[1]) : 38;
-  shape.neurons = argc > 2 ? static_cast<std::uint32_t>(std::atoi(argv[2])) : 5632;
-  shape.tokens = argc > 3 ? static_cast<std::uint32_t>(std::atoi(argv[3])) : 8 * 2048;
+  shape.layers = 38;
+  shape.neurons = 5632;
+  shape.tokens = 8 * 2048;
+  CLI::App app{"Writing and loading a SparseLM-2B-shaped report"};
+  app.add_option("layers", shape.layers)->check(CLI::PositiveNumber);
+  app.add_option("neurons", shape.neurons)->check(CLI::PositiveNumber);
+  app.add_option("tokens", shape.tokens)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   shape.hidden = 2048;
   shape.map = {256, 512};
   // Six kernels per path and layer, with the long template names cuBLASLt and CUTLASS produce.

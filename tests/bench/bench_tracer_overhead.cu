@@ -9,6 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,27 +44,12 @@ struct Options {
   int warmup = 5, repetitions = 30;
 };
 
-Options parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw twell::Error(twell::Error::Kind::InvalidInput, flag + " needs a value");
-    const int value = std::atoi(argv[++i]);
-    if (value <= 0) throw twell::Error(twell::Error::Kind::InvalidInput, flag + " needs a positive integer");
-    if (flag == "--tokens")
-      options.tokens = value;
-    else if (flag == "--hidden")
-      options.hidden = value;
-    else if (flag == "--intermediate")
-      options.intermediate = value;
-    else if (flag == "--warmup")
-      options.warmup = value;
-    else if (flag == "--reps")
-      options.repetitions = value;
-    else
-      throw twell::Error(twell::Error::Kind::InvalidInput, "unknown option " + flag);
-  }
-  return options;
+void add_options(CLI::App& app, Options& options) {
+  app.add_option("--tokens", options.tokens)->check(CLI::PositiveNumber);
+  app.add_option("--hidden", options.hidden)->check(CLI::PositiveNumber);
+  app.add_option("--intermediate", options.intermediate)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup)->check(CLI::PositiveNumber);
+  app.add_option("--reps", options.repetitions, "timed repetitions")->check(CLI::PositiveNumber);
 }
 
 /// Deterministic values in [-scale, scale]: timing only, but zeros would flatter the tensor cores.
@@ -216,8 +203,7 @@ std::string json_stat(const twell::TimingStat& stat) {
   return text;
 }
 
-int run(int argc, char** argv) {
-  const Options options = parse(argc, argv);
+int run(const Options& options) {
   cudaDeviceProp properties{};
   BENCH_CHECK(cudaGetDeviceProperties(&properties, 0));
   FfnWorkload ffn(options, properties.multiProcessorCount);
@@ -263,8 +249,12 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"What CUPTI tracing adds to the time of one FFN"};
+  add_options(app, options);
+  CLI11_PARSE(app, argc, argv);
   try {
-    return run(argc, argv);
+    return run(options);
   } catch (const twell::Error& error) {
     std::fprintf(stderr, "bench_tracer_overhead: %s\n", error.what());
     return twell::exit_code_for(error.kind());

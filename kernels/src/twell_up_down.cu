@@ -34,10 +34,11 @@ using up_down::load_streaming;
 using up_down::load_weight;
 
 // Tuned on H200 at D 2048, N 5632, M 131072 (2026-12-02, one run of three variants on the same
-// inputs): 4 rows per step in both phases and 5 CTAs of 256 threads per SM (48 registers). With the
-// tensor-core down accumulation, 6 CTAs per SM (40 registers) spilled and took 4.66 / 15.5 ms at
-// 0.5 / 2 % against 4.40 / 14.9 here; the fp32-ALU down accumulation at 6 CTAs per SM took 4.24 /
-// 15.9. 8 up rows per step spilled at either occupancy.
+// inputs): 4 rows per step in both phases and 5 CTAs of 256 threads per SM (48 registers; ptxas
+// still spills 24 bytes in the gated default-precision kernel; it measured fastest anyway). With the
+// tensor-core down accumulation, 6 CTAs per SM (40 registers) spilled more and took 4.66 / 15.5 ms
+// at 0.5 / 2 % against 4.40 / 14.9 here; the fp32-ALU down accumulation at 6 CTAs per SM took
+// 4.24 / 15.9. 8 up rows per step spilled at either occupancy.
 constexpr int kUpStep = 4;
 constexpr int kDownStep = 4;
 constexpr int kPhaseEntries = 64;  // non-zeros per chunk (bounds the partial sums in shared memory)

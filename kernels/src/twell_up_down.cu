@@ -43,7 +43,8 @@ constexpr int kUpStep = 4;
 constexpr int kDownStep = 4;
 constexpr int kPhaseEntries = 64;  // non-zeros per chunk (bounds the partial sums in shared memory)
 constexpr int kMinBlocks = 5;
-constexpr int kChunkWords = 1024;  // packed words staged per pass (32 tiles at C = 8)
+constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0, one 32-bit MMA operand register
+constexpr int kChunkWords = 1024;             // packed words staged per pass (32 tiles at C = 8)
 constexpr int kPad =
     kUpStep > kDownStep ? kUpStep : kDownStep;  // zeros past the end: steps read whole vectors
 static_assert(kUpStep % 4 == 0 && kDownStep % 4 == 0 && kPhaseEntries % kUpStep == 0 &&
@@ -97,7 +98,6 @@ __device__ __forceinline__ std::uint32_t hmul2_bits(std::uint32_t a, std::uint32
 // each row's sum over the four lanes of group g, and four shuffles finish the warp. Lane l ends with
 // the total of row (l >> 3) & 3, like warp_sum_four.
 __device__ __forceinline__ float warp_dot_four_bf16(const uint4& x, const uint4 (&w)[4], int lane) {
-  constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0
   float rows01[4] = {0.0f, 0.0f, 0.0f, 0.0f}, rows23[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // Each MMA's products are formed just before it: fewer of them live at once.
   mma::mma_bf16_16816(rows01, hmul2_bits(x.x, w[0].x), hmul2_bits(x.x, w[1].x), hmul2_bits(x.y, w[0].y),
@@ -124,8 +124,7 @@ struct OwnLaneSelectors {
   std::uint32_t b0, b1;
 };
 __device__ __forceinline__ OwnLaneSelectors own_lane_selectors(int lane) {
-  constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0
-  const int column = lane >> 2, q = lane & 3;   // this lane supplies B's column `column`
+  const int column = lane >> 2, q = lane & 3;  // this lane supplies B's column `column`
   const bool mine = q == (column >> 1);
   return {mine && (column & 1) == 0 ? kOnes : 0u, mine && (column & 1) == 1 ? kOnes : 0u};
 }

@@ -2,8 +2,11 @@
 #include "twell/timing_aggregate.hpp"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
+#include <utility>
 
+#include "twell/error.hpp"
 #include "twell/trace_attribution.hpp"
 
 namespace twell::timing {
@@ -59,6 +62,24 @@ TimingStat summarize(std::vector<double> samples_us) {
   stat.max_us = samples_us.back();
   stat.median_us = n % 2 == 1 ? samples_us[n / 2] : (samples_us[n / 2 - 1] + samples_us[n / 2]) / 2.0;
   return stat;
+}
+
+double median_of_ratios(const std::vector<double>& numerators, const std::vector<double>& denominators) {
+  if (numerators.size() != denominators.size()) {
+    throw Error(Error::Kind::Internal, "median_of_ratios: " + std::to_string(numerators.size()) +
+                                           " numerators but " + std::to_string(denominators.size()) +
+                                           " denominators");
+  }
+  std::vector<double> ratios;
+  ratios.reserve(numerators.size());
+  for (std::size_t i = 0; i < numerators.size(); ++i) {
+    if (!(denominators[i] > 0)) {
+      throw Error(Error::Kind::Internal,
+                  "median_of_ratios: denominator " + std::to_string(i) + " is not positive");
+    }
+    ratios.push_back(numerators[i] / denominators[i]);
+  }
+  return summarize(std::move(ratios)).median_us;
 }
 
 bool RecordFilter::matches(const KernelRecord& record) const {

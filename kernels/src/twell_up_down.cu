@@ -33,16 +33,15 @@ using up_down::dot8;
 using up_down::load_streaming;
 using up_down::load_weight;
 
-// Tuned on H200 at D 2048, N 5632, M 131072 (2026-12-02, one run of three variants on the same
-// inputs): 4 rows per step in both phases and 5 CTAs of 256 threads per SM (48 registers; ptxas
-// still spills 24 bytes in the gated default-precision kernel; it measured fastest anyway). With the
-// tensor-core down accumulation, 6 CTAs per SM (40 registers) spilled more and took 4.66 / 15.5 ms
-// at 0.5 / 2 % against 4.40 / 14.9 here; the fp32-ALU down accumulation at 6 CTAs per SM took
-// 4.24 / 15.9. 8 up rows per step spilled at either occupancy.
+// Tuned on H200 at D 2048, N 5632, M 131072: 4 rows per step in both phases. 4 CTAs of 256 threads
+// per SM (64 registers, no spills): on 2026-12-03 it measured as fast as 5 CTAs per SM (48 registers,
+// where ptxas spilled the loop bounds of the gated default-precision kernel): up/down 4.51 / 14.86 ms
+// against 4.43 / 15.13 at 0.5 / 2 % in the same session. Earlier (2026-12-02): 6 CTAs per SM spilled
+// more and was slower (4.66 / 15.5 ms), and 8 up rows per step spilled at every occupancy.
 constexpr int kUpStep = 4;
 constexpr int kDownStep = 4;
 constexpr int kPhaseEntries = 64;  // non-zeros per chunk (bounds the partial sums in shared memory)
-constexpr int kMinBlocks = 5;
+constexpr int kMinBlocks = 4;
 constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0, one 32-bit MMA operand register
 constexpr int kChunkWords = 1024;             // packed words staged per pass (32 tiles at C = 8)
 constexpr int kPad =

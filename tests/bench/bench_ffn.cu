@@ -2,7 +2,8 @@
 // bench_ffn: the dense cuBLASLt FFN against the TwELL FFN over token counts and gate densities
 // (inputs of controlled density, MODELS.md §4). Each kernel is checked against the CPU reference
 // on a slice of rows before anything is timed. Timing: CUDA events per launch group, warm-ups, the
-// L2 flushed before every repetition, medians. Writes JSON (stdout, or --output FILE); a table
+// L2 flushed before every run, contenders interleaved within each repetition (or blocked), medians
+// and medians of per-repetition ratios. Writes JSON (stdout, or --output FILE); a table
 // and progress go to stderr.
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -31,6 +33,7 @@
 #include "twell/metrics.hpp"
 #include "twell/numeric.hpp"
 #include "twell/reference_ffn.hpp"
+#include "twell/timing_aggregate.hpp"
 #include "twell/twell_format.hpp"
 #include "twell/version.hpp"
 
@@ -49,7 +52,7 @@ struct Settings {
   bool highest_precision = false;
   int warmup = 5, repetitions = 25;
   int check_rows = 128;
-  std::string output;
+  std::string output, order = "interleaved";
   // TwELL kernel combinations timed besides Auto ("gate/up_down"); empty: every one this device runs.
   std::vector<std::string> variants;
 };
@@ -69,6 +72,10 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--check-rows", s.check_rows, "rows checked against the CPU reference")
       ->check(CLI::PositiveNumber);
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
+  app.add_option("--order", s.order,
+                 "interleaved: every repetition runs each contender once; blocked: all repetitions of one "
+                 "contender, then the next")
+      ->check(CLI::IsMember({"interleaved", "blocked"}));
   app.add_option("--variants", s.variants,
                  "TwELL kernel pairs timed besides Auto: portable/cta, portable/warp, sm90/cta, sm90/warp "
                  "(default: all that run here)")
@@ -115,28 +122,47 @@ class EventTracer : public twell::Tracer {
   std::size_t m_used = 0;
 };
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+// One thing timed: how to run it once, and its samples per op ("total" spans the whole run).
+struct Contender {
+  std::string name;
+  std::function<void()> run;
+  std::map<std::string, std::vector<double>> samples_ms;
+
+  double median_ms(const std::string& op) const {
+    const auto found = samples_ms.find(op);
+    return found == samples_ms.end() ? 0.0 : twell::timing::summarize(found->second).median_us;
+  }
+};
+
+// Interleaved, every repetition runs each contender once, in turn, each after an L2 flush: drift over
+// the run (clocks under the card's power cap, other tenants) falls on all contenders alike, though a
+// contender also inherits the power headroom its predecessor left. Blocked, all repetitions of one
+// contender run before the next, each at its own steady state.
+void time_contenders(const Settings& s, twell::cuda::L2Flusher& flusher, cudaStream_t stream,
+                     EventTracer& tracer, std::vector<Contender>& contenders) {
+  const auto time_once = [&](Contender& contender, bool keep) {
+    flusher.flush(stream);
+    contender.run();
+    const auto times = tracer.take();
+    if (keep)
+      for (const auto& [op, ms] : times) contender.samples_ms[op].push_back(ms);
+  };
+  if (s.order == "interleaved") {
+    for (int rep = 0; rep < s.warmup + s.repetitions; ++rep)
+      for (Contender& contender : contenders) time_once(contender, rep >= s.warmup);
+  } else {
+    for (Contender& contender : contenders)
+      for (int rep = 0; rep < s.warmup + s.repetitions; ++rep) time_once(contender, rep >= s.warmup);
+  }
 }
 
-// Medians per op over repetitions of `run`, each after an L2 flush.
-template <typename Run>
-std::map<std::string, double> time_medians(const Settings& s, twell::cuda::L2Flusher& flusher,
-                                           cudaStream_t stream, EventTracer& tracer, Run run) {
-  std::map<std::string, std::vector<double>> samples;
-  for (int rep = 0; rep < s.warmup + s.repetitions; ++rep) {
-    flusher.flush(stream);
-    run();
-    const auto times = tracer.take();
-    if (rep >= s.warmup)
-      for (const auto& [op, ms] : times) samples[op].push_back(ms);
-  }
-  std::map<std::string, double> medians;
-  for (auto& [op, values] : samples) medians[op] = median(values);
-  return medians;
+// Median over repetitions of a's op time over b's, paired within each repetition.
+double paired_ratio(const Contender& a, const std::string& a_op, const Contender& b,
+                    const std::string& b_op) {
+  const auto found_a = a.samples_ms.find(a_op);
+  const auto found_b = b.samples_ms.find(b_op);
+  if (found_a == a.samples_ms.end() || found_b == b.samples_ms.end()) return 0.0;
+  return twell::timing::median_of_ratios(found_a->second, found_b->second);
 }
 
 Matrix first_rows(const Matrix& matrix, std::size_t rows) {
@@ -215,7 +241,7 @@ std::string variant_name(const twell::cuda::TwellKernels& kernels) {
 }
 
 // Per token count, the density where TwELL (Auto) stops beating dense: linear interpolation of the
-// time ratio between the two measured densities around the first crossing.
+// paired time ratio between the two measured densities around the first crossing.
 nlohmann::json break_even_table(const nlohmann::json& results, const std::vector<int>& token_counts) {
   nlohmann::json table = nlohmann::json::array();
   for (int tokens : token_counts) {
@@ -223,7 +249,7 @@ nlohmann::json break_even_table(const nlohmann::json& results, const std::vector
     for (const auto& r : results)
       if (r["tokens"].get<int>() == tokens && r.contains("dense"))
         ratio.emplace_back(r["density_percent"].get<double>(),
-                           r["twell"]["total_ms"].get<double>() / r["dense"]["total_ms"].get<double>());
+                           1.0 / r["speedup_dense_over_twell_paired"].get<double>());
     std::sort(ratio.begin(), ratio.end());
     nlohmann::json entry = {{"tokens", tokens}};
     for (std::size_t i = 0; i < ratio.size(); ++i) {
@@ -364,13 +390,18 @@ int main(int argc, char** argv) try {
       std::cerr << " ok; timing";
 
       const double flops_per_gemm = 2.0 * tokens * static_cast<double>(s.hidden) * s.intermediate;
-      const auto dense_times = time_medians(s, flusher, stream.get(), tracer, [&] {
-        runner.dense(weights, twell::Activation::Relu, x.data(), tokens, dense_out.data(), &tracer, tag);
-      });
-      const auto twell_times = time_medians(s, flusher, stream.get(), tracer, [&] {
-        runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(), &tracer, tag);
-      });
-      // Each explicit kernel combination: checked on the slice like Auto, then timed.
+      // Contenders in timing order: dense, TwELL (Auto), each explicit kernel pair that passed its
+      // check on the slice, cuBLAS's plain gate GEMM.
+      std::vector<Contender> contenders;
+      contenders.push_back({"dense", [&] {
+                              runner.dense(weights, twell::Activation::Relu, x.data(), tokens,
+                                           dense_out.data(), &tracer, tag);
+                            }});
+      contenders.push_back({"twell", [&] {
+                              runner.set_twell_kernels({});
+                              runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(),
+                                           &tracer, tag);
+                            }});
       nlohmann::json variant_rows = nlohmann::json::array();
       for (const auto& kernels : variants) {
         runner.set_twell_kernels(kernels);
@@ -379,52 +410,63 @@ int main(int argc, char** argv) try {
             twell::compare_outputs(fp32, download_rows(twell_out.data(), check_rows, s.hidden, stream.get()));
         const bool variant_passed =
             variant_error.rel_frobenius <= twell_limit && variant_error.cosine >= 0.999;
-        nlohmann::json variant = {{"kernels", variant_name(kernels)},
-                                  {"check",
-                                   {{"rel_frobenius", variant_error.rel_frobenius},
-                                    {"cosine", variant_error.cosine},
-                                    {"pass", variant_passed}}}};
-        if (variant_passed) {
-          const auto times = time_medians(s, flusher, stream.get(), tracer, [&] {
-            runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(), &tracer, tag);
-          });
-          for (const char* name : {"total", "gate_pack", "up_down", "overflow_dense"}) {
-            const auto found = times.find(name);
-            variant[std::string(name) + "_ms"] = found == times.end() ? 0.0 : found->second;
-          }
-        }
-        variant_rows.push_back(variant);
+        variant_rows.push_back({{"kernels", variant_name(kernels)},
+                                {"check",
+                                 {{"rel_frobenius", variant_error.rel_frobenius},
+                                  {"cosine", variant_error.cosine},
+                                  {"pass", variant_passed}}}});
+        if (variant_passed)
+          contenders.push_back({variant_name(kernels), [&, kernels] {
+                                  runner.set_twell_kernels(kernels);
+                                  runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(),
+                                               &tracer, tag);
+                                }});
       }
+      contenders.push_back({"cublas_gate_gemm", [&] {
+                              twell::ScopedTrace scope(&tracer, twell::TraceTag{"", -1, "", "gemm"});
+                              gemm.gemm_nt(x.data(), gate.data(), gemm_out.data(), tokens, s.intermediate,
+                                           s.hidden, s.intermediate, twell::cuda::GemmEpilogue::None,
+                                           stream.get());
+                            }});
+      time_contenders(s, flusher, stream.get(), tracer, contenders);
       runner.set_twell_kernels({});
-      const auto gemm_times = time_medians(s, flusher, stream.get(), tracer, [&] {
-        twell::ScopedTrace scope(&tracer, twell::TraceTag{"", -1, "", "gemm"});
-        gemm.gemm_nt(x.data(), gate.data(), gemm_out.data(), tokens, s.intermediate, s.hidden, s.intermediate,
-                     twell::cuda::GemmEpilogue::None, stream.get());
-      });
-      const auto op = [](const std::map<std::string, double>& times, const char* name) {
-        const auto found = times.find(name);
-        return found == times.end() ? 0.0 : found->second;
-      };
-      const double dense_ms = op(dense_times, "total"), twell_ms = op(twell_times, "total");
-      const double gemm_ms = op(gemm_times, "total");
+      const Contender& dense_timed = contenders.front();
+      const Contender& twell_timed = contenders[1];
+      const Contender& gemm_timed = contenders.back();
+      for (auto& variant : variant_rows) {
+        const auto found = std::find_if(contenders.begin(), contenders.end(), [&](const Contender& c) {
+          return c.name == variant["kernels"].get<std::string>();
+        });
+        if (found == contenders.end()) continue;
+        for (const char* name : {"total", "gate_pack", "up_down", "overflow_dense"})
+          variant[std::string(name) + "_ms"] = found->median_ms(name);
+        variant["dense_over_variant_paired"] = 1.0 / paired_ratio(*found, "total", dense_timed, "total");
+        variant["gate_pack_over_cublas_gemm_paired"] = paired_ratio(*found, "gate_pack", gemm_timed, "total");
+      }
+      const double dense_ms = dense_timed.median_ms("total"), twell_ms = twell_timed.median_ms("total");
+      const double gemm_ms = gemm_timed.median_ms("total");
+      const double gate_pack_ms = twell_timed.median_ms("gate_pack");
       row["dense"] = {{"total_ms", dense_ms},
-                      {"gate_up_ms", op(dense_times, "gate_up")},
-                      {"act_mul_ms", op(dense_times, "act_mul")},
-                      {"down_ms", op(dense_times, "down")},
+                      {"gate_up_ms", dense_timed.median_ms("gate_up")},
+                      {"act_mul_ms", dense_timed.median_ms("act_mul")},
+                      {"down_ms", dense_timed.median_ms("down")},
                       {"tflops", 3 * flops_per_gemm / (dense_ms * 1e9)}};
       row["cublas_gate_gemm"] = {{"ms", gemm_ms}, {"tflops", flops_per_gemm / (gemm_ms * 1e9)}};
       row["twell"] = {{"total_ms", twell_ms},
-                      {"gate_pack_ms", op(twell_times, "gate_pack")},
-                      {"up_down_ms", op(twell_times, "up_down")},
-                      {"overflow_dense_ms", op(twell_times, "overflow_dense")},
-                      {"gate_pack_tflops", flops_per_gemm / (op(twell_times, "gate_pack") * 1e9)}};
+                      {"gate_pack_ms", gate_pack_ms},
+                      {"up_down_ms", twell_timed.median_ms("up_down")},
+                      {"overflow_dense_ms", twell_timed.median_ms("overflow_dense")},
+                      {"gate_pack_tflops", flops_per_gemm / (gate_pack_ms * 1e9)}};
       row["twell_variants"] = variant_rows;
       row["speedup_dense_over_twell"] = dense_ms / twell_ms;
-      row["gate_pack_over_cublas_gemm"] = op(twell_times, "gate_pack") / gemm_ms;
+      row["gate_pack_over_cublas_gemm"] = gate_pack_ms / gemm_ms;
+      // The same ratios as medians of per-repetition pairs (the figures to compare across runs).
+      row["speedup_dense_over_twell_paired"] = 1.0 / paired_ratio(twell_timed, "total", dense_timed, "total");
+      row["gate_pack_over_cublas_gemm_paired"] = paired_ratio(twell_timed, "gate_pack", gemm_timed, "total");
       results.push_back(row);
-      std::cerr << " dense " << dense_ms << " ms, twell " << twell_ms << " ms (gate_pack "
-                << op(twell_times, "gate_pack") << ", up_down " << op(twell_times, "up_down") << "), speedup "
-                << dense_ms / twell_ms << "x\n";
+      std::cerr << " dense " << dense_ms << " ms, twell " << twell_ms << " ms (gate_pack " << gate_pack_ms
+                << ", up_down " << twell_timed.median_ms("up_down") << "), speedup "
+                << row["speedup_dense_over_twell_paired"].get<double>() << "x paired\n";
     }
   }
 
@@ -451,22 +493,30 @@ int main(int argc, char** argv) try {
        {{"warmup", s.warmup},
         {"repetitions", s.repetitions},
         {"statistic", "median"},
+        {"order",
+         s.order == "interleaved"
+             ? "interleaved: every repetition runs dense, TwELL, each variant, then the cuBLAS gate GEMM"
+             : "blocked: every repetition of dense, then of TwELL, of each variant, of the cuBLAS gate GEMM"},
+        {"paired_ratios", "*_paired: median over repetitions of the ratio of repetition i to repetition i"},
         {"clock", "cuda events"},
         {"l2_flush_bytes", flusher.bytes()}}},
       {"results", results},
       {"break_even", break_even_table(results, s.tokens)}};
 
-  std::cerr << "\n"
-            << "      M  dens%   dense ms  TFLOP/s   gemm ms   twell ms  gate_pack  up_down  speedup\n";
+  std::cerr
+      << "\n"
+      << "      M  dens%   dense ms  TFLOP/s   gemm ms   twell ms  gate_pack  up_down  speedup  gate/gemm"
+         " (paired)\n";
   for (const auto& r : results) {
     if (!r.contains("dense")) continue;
     char line[200];
-    std::snprintf(line, sizeof line, "%7d %6.2f %10.3f %8.1f %9.3f %10.3f %10.3f %8.3f %7.2fx\n",
+    std::snprintf(line, sizeof line, "%7d %6.2f %10.3f %8.1f %9.3f %10.3f %10.3f %8.3f %7.3fx %8.3f\n",
                   r["tokens"].get<int>(), r["density_percent"].get<double>(),
                   r["dense"]["total_ms"].get<double>(), r["dense"]["tflops"].get<double>(),
                   r["cublas_gate_gemm"]["ms"].get<double>(), r["twell"]["total_ms"].get<double>(),
                   r["twell"]["gate_pack_ms"].get<double>(), r["twell"]["up_down_ms"].get<double>(),
-                  r["speedup_dense_over_twell"].get<double>());
+                  r["speedup_dense_over_twell_paired"].get<double>(),
+                  r["gate_pack_over_cublas_gemm_paired"].get<double>());
     std::cerr << line;
     for (const auto& v : r["twell_variants"]) {
       if (!v.contains("total_ms")) {

@@ -1,23 +1,28 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Benchmark: the Hopper TwELL gate GEMM + pack against the cuBLAS bf16 GEMM of the same shape
-// (x [M, K] times Wg^T, Wg [N, K]), ratios measured in one run. Medians of CUDA-event timings,
-// L2 flushed before every repetition. Usage: bench_gate_sm90 [M ...] (default 16384 131072).
+// (x [M, K] times Wg^T, Wg [N, K]), ratios measured in one run: contenders interleaved within each
+// repetition, the L2 flushed before every run, medians and medians of per-repetition ratios.
+// Writes JSON (stdout, or --output FILE); progress to stderr.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
+#include <ctime>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "controlled_density.hpp"
+#include "test_support.hpp"
+#include "twell/atomic_file.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
-#include "twell/numeric.hpp"
+#include "twell/timing_aggregate.hpp"
 #include "twell/version.hpp"
 
 namespace {
@@ -51,26 +56,40 @@ __global__ void fill_bf16(__nv_bfloat16* out, std::size_t count, std::uint64_t s
   }
 }
 
-float median(std::vector<float> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 }  // namespace
+
+// One thing timed and its per-repetition samples (ms).
+struct Contender {
+  std::string name;
+  std::function<void()> run;
+  int cluster_size = 0;  ///< the TwELL gate's; 0 for cuBLAS
+  std::vector<double> samples_ms;
+};
 
 int main(int argc, char** argv) {
   std::vector<int> token_counts = {16384, 131072};
+  std::vector<double> densities_percent = {0.5, 2, 5};
+  int repetitions = 30, warmup = 5;
+  std::string output, order = "interleaved";
   CLI::App app{"The sm_90a TwELL gate GEMM + pack against cuBLAS's GEMM of the same shape"};
-  app.add_option("token_counts", token_counts, "token counts (M)")->check(CLI::Range(1, 1 << 22));
+  app.add_option("--tokens", token_counts, "token counts (M)")->delimiter(',')->check(CLI::Range(1, 1 << 22));
+  app.add_option("--densities", densities_percent, "gate densities, percent")
+      ->delimiter(',')
+      ->check(CLI::Range(0.01, 49.0));
+  app.add_option("--repetitions", repetitions)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--output", output, "JSON file (written atomically); stdout when absent");
+  app.add_option("--order", order,
+                 "interleaved: every repetition runs each contender once; blocked: all repetitions of one "
+                 "contender, then the next")
+      ->check(CLI::IsMember({"interleaved", "blocked"}));
   CLI11_PARSE(app, argc, argv);
-  const int hidden = 2048, neurons = 5632, reps = 20, warmup = 5;
-  // Gate column-0 weights (bias) chosen for ~0.5 % and ~5 % density with x[:,0] = 1 (normal(0,1) gate).
-  const std::vector<std::pair<const char*, float>> densities = {{"0.5%", -2.58f}, {"5%", -1.64f}};
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const int hidden = 2048, neurons = 5632;
 
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
-  int driver = 0;
-  check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
   cublasHandle_t handle;
   check(cublasCreate(&handle), "cublasCreate");
   const std::size_t flush_bytes = 2 * static_cast<std::size_t>(properties.l2CacheSize);
@@ -79,10 +98,11 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
 
-  std::printf("{\"benchmark\":\"gate_sm90\",\"gpu\":\"%s\",\"driver\":%d,\"commit\":\"%s\",\"results\":[\n",
-              properties.name, driver, twell::git_commit());
-  bool first = true;
+  nlohmann::json results = nlohmann::json::array();
   for (const int tokens : token_counts) {
     __nv_bfloat16 *x, *w, *gate;
     std::uint32_t *packed, *overflow;
@@ -92,18 +112,14 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&packed, static_cast<std::size_t>(tokens) * neurons / 8 * 4 * 4), "cudaMalloc(packed)");
     check(cudaMalloc(&overflow, static_cast<std::size_t>(tokens) * 4), "cudaMalloc(overflow)");
     fill_bf16<<<1024, 256>>>(x, static_cast<std::size_t>(tokens) * hidden, 1, 1.0f, hidden, 1.0f);
-    for (const auto& [label, bias] : densities) {
+    for (const double percent : densities_percent) {
+      // x[:, 0] = 1 and the other products sum to about N(0, 1), so a bias of Phi^-1(p) in the
+      // weight's column 0 makes every neuron fire with probability p.
+      const float bias = static_cast<float>(twell::test::normal_quantile(percent / 100.0));
       fill_bf16<<<1024, 256>>>(w, static_cast<std::size_t>(neurons) * hidden, 2, 1.0f / std::sqrt(2047.0f),
                                hidden, bias);
       check(cudaDeviceSynchronize(), "fill");
       const float alpha = 1.0f, beta = 0.0f;
-      auto cublas_gemm = [&] {
-        // Column-major view: gate^T [N, M] = Wg [N, K] (as K x N col-major, transposed) * x^T.
-        check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, neurons, tokens, hidden, &alpha, w, CUDA_R_16BF,
-                           hidden, x, CUDA_R_16BF, hidden, &beta, gate, CUDA_R_16BF, neurons,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "cublasGemmEx");
-      };
       twell::cuda::GatePackSm90Params params;
       params.x = x;
       params.weight = w;
@@ -113,45 +129,78 @@ int main(int argc, char** argv) {
       params.hidden = hidden;
       params.neurons = neurons;
       params.compression = 8;
-      auto twell_gate = [&] {
-        check(cudaMemsetAsync(overflow, 0, static_cast<std::size_t>(tokens) * 4), "memset");
-        twell::cuda::gate_pack_sm90(params, nullptr);
+      std::vector<Contender> contenders;
+      contenders.push_back({"cublas_gemm", [&] {
+                              // Column-major view: gate^T [N, M] = Wg [N, K] (K x N col-major, transposed) *
+                              // x^T.
+                              check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, neurons, tokens, hidden,
+                                                 &alpha, w, CUDA_R_16BF, hidden, x, CUDA_R_16BF, hidden,
+                                                 &beta, gate, CUDA_R_16BF, neurons, CUBLAS_COMPUTE_32F,
+                                                 CUBLAS_GEMM_DEFAULT),
+                                    "cublasGemmEx");
+                            }});
+      for (const int cluster_size : {1, 2})
+        contenders.push_back({"twell_gate_pack_cluster" + std::to_string(cluster_size),
+                              [&, cluster_size] {
+                                check(cudaMemsetAsync(overflow, 0, static_cast<std::size_t>(tokens) * 4),
+                                      "memset");
+                                params.cluster_size = cluster_size;
+                                twell::cuda::gate_pack_sm90(params, nullptr);
+                              },
+                              cluster_size});
+      // Interleaved, each repetition runs every contender once, each after an L2 flush, so slow drift
+      // over the run falls on all of them alike; but under the card's power cap a contender then
+      // also inherits the power headroom its predecessor left. Blocked, each runs at its own steady
+      // state. The two orders bracket the comparison; the record says which was used.
+      const auto time_once = [&](Contender& contender, bool keep) {
+        check(cudaMemsetAsync(flush, 0, flush_bytes), "flush L2");
+        check(cudaEventRecord(start), "record");
+        contender.run();
+        check(cudaEventRecord(stop), "record");
+        check(cudaEventSynchronize(stop), "sync");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+        if (keep) contender.samples_ms.push_back(ms);
       };
-      auto time = [&](auto&& work) {
-        std::vector<float> samples;
-        for (int r = 0; r < warmup + reps; ++r) {
-          check(cudaMemsetAsync(flush, r & 0xFF, flush_bytes), "flush L2");
-          check(cudaEventRecord(start), "record");
-          work();
-          check(cudaEventRecord(stop), "record");
-          check(cudaEventSynchronize(stop), "sync");
-          float ms = 0;
-          check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-          if (r >= warmup) samples.push_back(ms);
-        }
-        return median(samples);
-      };
-      const float cublas_ms = time(cublas_gemm);
-      params.cluster_size = 1;
-      const auto plan1 = twell::cuda::gate_pack_sm90_plan(params);
-      const float twell1_ms = time(twell_gate);
-      params.cluster_size = 2;
-      const auto plan2 = twell::cuda::gate_pack_sm90_plan(params);
-      const float twell2_ms = time(twell_gate);
-      // Achieved density, from the packed counts.
+      if (order == "interleaved") {
+        for (int r = 0; r < warmup + repetitions; ++r)
+          for (Contender& contender : contenders) time_once(contender, r >= warmup);
+      } else {
+        for (Contender& contender : contenders)
+          for (int r = 0; r < warmup + repetitions; ++r) time_once(contender, r >= warmup);
+      }
+      // Achieved density, from the packed counts (the last contender ran last).
       std::vector<std::uint32_t> host(static_cast<std::size_t>(tokens) * neurons / 8);
       check(cudaMemcpy(host.data(), packed, host.size() * 4, cudaMemcpyDeviceToHost), "copy packed");
       double nnz = 0;
       for (std::size_t i = 0; i < host.size(); i += 32) nnz += host[i];
       const double flops = 2.0 * tokens * static_cast<double>(neurons) * hidden;
-      std::printf(
-          "%s{\"M\":%d,\"target_density\":\"%s\",\"density\":%.5f,\"cublas_gemm_ms\":%.4f,"
-          "\"cublas_tflops\":%.1f,\"twell_gate_pack_ms\":%.4f,\"twell_tflops\":%.1f,\"ratio\":%.4f,"
-          "\"ctas\":%d,\"twell_gate_pack_cluster2_ms\":%.4f,\"cluster2_ratio\":%.4f,\"cluster2_ctas\":%d}",
-          first ? "" : ",\n", tokens, label, nnz / (static_cast<double>(tokens) * neurons), cublas_ms,
-          flops / cublas_ms / 1e9, twell1_ms, flops / twell1_ms / 1e9, twell1_ms / cublas_ms, plan1.ctas,
-          twell2_ms, twell2_ms / cublas_ms, plan2.ctas);
-      first = false;
+      const Contender& cublas = contenders.front();
+      nlohmann::json row = {{"M", tokens},
+                            {"target_density_percent", percent},
+                            {"density", nnz / (static_cast<double>(tokens) * neurons)}};
+      const double cublas_ms = twell::timing::summarize(cublas.samples_ms).median_us;
+      row["cublas_gemm_ms"] = cublas_ms;
+      row["cublas_tflops"] = flops / cublas_ms / 1e9;
+      for (std::size_t i = 1; i < contenders.size(); ++i) {
+        const double ms = twell::timing::summarize(contenders[i].samples_ms).median_us;
+        params.cluster_size = contenders[i].cluster_size;
+        row[contenders[i].name] = {
+            {"ms", ms},
+            {"tflops", flops / ms / 1e9},
+            {"ratio_of_medians", ms / cublas_ms},
+            {"ratio_paired", twell::timing::median_of_ratios(contenders[i].samples_ms, cublas.samples_ms)},
+            {"ctas", twell::cuda::gate_pack_sm90_plan(params).ctas}};
+      }
+      std::fprintf(stderr,
+                   "%s, M %d, %.2f %% (measured %.3f %%): cuBLAS %.3f ms, gate+pack %.3f ms (x%.4f paired), "
+                   "cluster 2 %.3f ms (x%.4f)\n",
+                   order.c_str(), tokens, percent, 100 * row["density"].get<double>(), cublas_ms,
+                   row["twell_gate_pack_cluster1"]["ms"].get<double>(),
+                   row["twell_gate_pack_cluster1"]["ratio_paired"].get<double>(),
+                   row["twell_gate_pack_cluster2"]["ms"].get<double>(),
+                   row["twell_gate_pack_cluster2"]["ratio_paired"].get<double>());
+      results.push_back(row);
     }
     cudaFree(x);
     cudaFree(w);
@@ -159,6 +208,30 @@ int main(int argc, char** argv) {
     cudaFree(packed);
     cudaFree(overflow);
   }
-  std::printf("\n]}\n");
+  const std::string order_description =
+      order == "interleaved"
+          ? "interleaved: cuBLAS, gate+pack cluster 1, gate+pack cluster 2 in every repetition"
+          : "blocked: every repetition of cuBLAS, then of cluster 1, then of cluster 2";
+  const nlohmann::json document = {
+      {"benchmark", "bench_gate_sm90"},
+      {"date", date},
+      {"gpu", properties.name},
+      {"driver", twell::test::nvidia_driver_version()},
+      {"commit", twell::git_commit()},
+      {"command", command},
+      {"shape", {{"hidden", hidden}, {"intermediate", neurons}, {"compression", 8}}},
+      {"timing",
+       {{"warmup", warmup},
+        {"repetitions", repetitions},
+        {"statistic", "median"},
+        {"order", order_description},
+        {"ratio_paired", "median over repetitions of gate+pack / cuBLAS, repetition i with repetition i"},
+        {"l2_flush_bytes", flush_bytes}}},
+      {"results", results}};
+  if (output.empty()) {
+    std::printf("%s\n", document.dump(2).c_str());
+  } else {
+    twell::write_file_atomically(output, document.dump(2) + "\n");
+  }
   return 0;
 }

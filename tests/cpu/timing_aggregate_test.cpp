@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "twell/error.hpp"
+
 namespace {
 
 using twell::KernelRecord;
@@ -44,6 +46,19 @@ TEST(Summarize, EvenCountAveragesTheTwoMiddleSamples) {
 
 TEST(Summarize, NoSamplesIsAllZero) {
   EXPECT_EQ(timing::summarize({}), twell::TimingStat{});
+}
+
+TEST(MedianOfRatios, PairsSamplesTakenSideBySide) {
+  // A drift that slows both contenders late in the run cancels within each pair: every ratio is 0.5,
+  // while the ratio of the separate medians (3 / 4) is not.
+  EXPECT_DOUBLE_EQ(twell::timing::median_of_ratios({1, 2, 3, 8, 16}, {2, 4, 6, 16, 32}), 0.5);
+  EXPECT_DOUBLE_EQ(twell::timing::median_of_ratios({1, 3}, {1, 1}), 2.0);
+  EXPECT_DOUBLE_EQ(twell::timing::median_of_ratios({}, {}), 0.0);
+}
+
+TEST(MedianOfRatios, RejectsMismatchedOrNonPositiveSamples) {
+  EXPECT_THROW(twell::timing::median_of_ratios({1, 2}, {1}), twell::Error);
+  EXPECT_THROW(twell::timing::median_of_ratios({1}, {0}), twell::Error);
 }
 
 TEST(RecordFilter, ExcludesWarmupAndUnattributedRecords) {

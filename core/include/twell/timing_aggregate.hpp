@@ -32,6 +32,12 @@ namespace twell::timing {
 /// Median/min/max/count of samples in microseconds; all zero when there are none.
 TimingStat summarize(std::vector<double> samples_us);
 
+/// Median over i of numerators[i] / denominators[i]: the ratio of two timings taken side by side in
+/// each repetition, so that drift across a run (clocks under a power cap, other tenants) cancels in
+/// every pair instead of landing on whichever contender was timed later. 0 when there are no pairs;
+/// throws twell::Error (internal) when the counts differ or a denominator is not positive.
+double median_of_ratios(const std::vector<double>& numerators, const std::vector<double>& denominators);
+
 /// Which records a query looks at; an empty field matches anything.
 struct RecordFilter {
   std::optional<std::string> phase = std::nullopt;

@@ -23,6 +23,7 @@
 
 #include "controlled_density.hpp"
 #include "test_support.hpp"
+#include "timing_order.hpp"
 #include "twell/atomic_file.hpp"
 #include "twell/error.hpp"
 #include "twell/kernels/dense_ffn.hpp"
@@ -72,10 +73,7 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--check-rows", s.check_rows, "rows checked against the CPU reference")
       ->check(CLI::PositiveNumber);
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
-  app.add_option("--order", s.order,
-                 "interleaved: every repetition runs each contender once; blocked: all repetitions of one "
-                 "contender, then the next")
-      ->check(CLI::IsMember({"interleaved", "blocked"}));
+  twell::test::add_timing_order_option(app, s.order);
   app.add_option("--variants", s.variants,
                  "TwELL kernel pairs timed besides Auto: portable/cta, portable/warp, sm90/cta, sm90/warp "
                  "(default: all that run here)")
@@ -128,32 +126,23 @@ struct Contender {
   std::function<void()> run;
   std::map<std::string, std::vector<double>> samples_ms;
 
-  double median_ms(const std::string& op) const {
+  double median_ms(const std::string& op) const {  // summarize() is unit-agnostic despite its field name
     const auto found = samples_ms.find(op);
     return found == samples_ms.end() ? 0.0 : twell::timing::summarize(found->second).median_us;
   }
 };
 
-// Interleaved, every repetition runs each contender once, in turn, each after an L2 flush: drift over
-// the run (clocks under the card's power cap, other tenants) falls on all contenders alike, though a
-// contender also inherits the power headroom its predecessor left. Blocked, all repetitions of one
-// contender run before the next, each at its own steady state.
+// Each run after an L2 flush, in the order --order names (timing_order.hpp).
 void time_contenders(const Settings& s, twell::cuda::L2Flusher& flusher, cudaStream_t stream,
                      EventTracer& tracer, std::vector<Contender>& contenders) {
-  const auto time_once = [&](Contender& contender, bool keep) {
-    flusher.flush(stream);
-    contender.run();
-    const auto times = tracer.take();
-    if (keep)
-      for (const auto& [op, ms] : times) contender.samples_ms[op].push_back(ms);
-  };
-  if (s.order == "interleaved") {
-    for (int rep = 0; rep < s.warmup + s.repetitions; ++rep)
-      for (Contender& contender : contenders) time_once(contender, rep >= s.warmup);
-  } else {
-    for (Contender& contender : contenders)
-      for (int rep = 0; rep < s.warmup + s.repetitions; ++rep) time_once(contender, rep >= s.warmup);
-  }
+  twell::test::run_in_order(s.order, s.warmup, s.repetitions, contenders.size(),
+                            [&](std::size_t c, bool keep) {
+                              flusher.flush(stream);
+                              contenders[c].run();
+                              const auto times = tracer.take();
+                              if (keep)
+                                for (const auto& [op, ms] : times) contenders[c].samples_ms[op].push_back(ms);
+                            });
 }
 
 // Median over repetitions of a's op time over b's, paired within each repetition.

@@ -20,6 +20,7 @@
 
 #include "controlled_density.hpp"
 #include "test_support.hpp"
+#include "timing_order.hpp"
 #include "twell/atomic_file.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
 #include "twell/timing_aggregate.hpp"
@@ -56,8 +57,6 @@ __global__ void fill_bf16(__nv_bfloat16* out, std::size_t count, std::uint64_t s
   }
 }
 
-}  // namespace
-
 // One thing timed and its per-repetition samples (ms).
 struct Contender {
   std::string name;
@@ -65,6 +64,8 @@ struct Contender {
   int cluster_size = 0;  ///< the TwELL gate's; 0 for cuBLAS
   std::vector<double> samples_ms;
 };
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> token_counts = {16384, 131072};
@@ -79,10 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", repetitions)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--output", output, "JSON file (written atomically); stdout when absent");
-  app.add_option("--order", order,
-                 "interleaved: every repetition runs each contender once; blocked: all repetitions of one "
-                 "contender, then the next")
-      ->check(CLI::IsMember({"interleaved", "blocked"}));
+  twell::test::add_timing_order_option(app, order);
   CLI11_PARSE(app, argc, argv);
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
@@ -148,27 +146,17 @@ int main(int argc, char** argv) {
                                 twell::cuda::gate_pack_sm90(params, nullptr);
                               },
                               cluster_size});
-      // Interleaved, each repetition runs every contender once, each after an L2 flush, so slow drift
-      // over the run falls on all of them alike; but under the card's power cap a contender then
-      // also inherits the power headroom its predecessor left. Blocked, each runs at its own steady
-      // state. The two orders bracket the comparison; the record says which was used.
-      const auto time_once = [&](Contender& contender, bool keep) {
+      // Each run after an L2 flush, in the order --order names (timing_order.hpp).
+      twell::test::run_in_order(order, warmup, repetitions, contenders.size(), [&](std::size_t c, bool keep) {
         check(cudaMemsetAsync(flush, 0, flush_bytes), "flush L2");
         check(cudaEventRecord(start), "record");
-        contender.run();
+        contenders[c].run();
         check(cudaEventRecord(stop), "record");
         check(cudaEventSynchronize(stop), "sync");
         float ms = 0;
         check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-        if (keep) contender.samples_ms.push_back(ms);
-      };
-      if (order == "interleaved") {
-        for (int r = 0; r < warmup + repetitions; ++r)
-          for (Contender& contender : contenders) time_once(contender, r >= warmup);
-      } else {
-        for (Contender& contender : contenders)
-          for (int r = 0; r < warmup + repetitions; ++r) time_once(contender, r >= warmup);
-      }
+        if (keep) contenders[c].samples_ms.push_back(ms);
+      });
       // Achieved density, from the packed counts (the last contender ran last).
       std::vector<std::uint32_t> host(static_cast<std::size_t>(tokens) * neurons / 8);
       check(cudaMemcpy(host.data(), packed, host.size() * 4, cudaMemcpyDeviceToHost), "copy packed");

@@ -109,11 +109,15 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// Arrives on the barrier at the same shared-memory offset in CTA `cta` of the cluster.
+// Arrives on the barrier at the same shared-memory offset in CTA `cta` of the cluster. The arrival
+// only says that this warpgroup's wgmma have finished reading a stage (wgmma.wait_group already
+// ordered that), so the default CTA-scope release is enough: `.release.cluster` compiles to a
+// MEMBAR.ALL.GPU per arrival, which made every pipeline stage wait for the memory system and the
+// cluster-of-2 mode run at half speed (h200-gate-cluster-release-2026-12-03.json).
 __device__ __forceinline__ void mbarrier_arrive_in_cta(std::uint64_t* barrier, std::uint32_t cta) {
   std::uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_address(barrier)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of 64 bf16

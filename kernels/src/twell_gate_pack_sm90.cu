@@ -38,8 +38,12 @@ constexpr int kStageBytes = kStageBytesA + kStageBytesB;
 // neuron tile: each loads its own x tile and half of the shared weight tile, which TMA multicasts
 // into both (half the L2 -> SM traffic for weights). Cluster size 1 is the plain persistent kernel.
 
-__host__ __device__ constexpr int stages_for(int compression) { return compression == 8 ? 4 : 3; }
-__host__ __device__ constexpr int staging_pitch_words(int compression) { return kTileN / compression + 4; }
+__host__ __device__ constexpr int stages_for(int compression) {
+  return compression == 8 ? 4 : 3;
+}
+__host__ __device__ constexpr int staging_pitch_words(int compression) {
+  return kTileN / compression + 4;
+}
 __host__ __device__ constexpr int shared_bytes_for(int compression) {
   return 1024 /* alignment slack */ + stages_for(compression) * kStageBytes +
          kTileM * staging_pitch_words(compression) * 4 + 2 * stages_for(compression) * 8;
@@ -81,8 +85,8 @@ __device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, unsigned p
 __device__ __forceinline__ void tma_load_2d(void* destination, const CUtensorMap* map, std::uint64_t* barrier,
                                             int inner, int outer) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
-          "r"(smem_address(destination)),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];\n" ::"r"(smem_address(destination)),
       "l"(map), "r"(smem_address(barrier)), "r"(inner), "r"(outer)
       : "memory");
 }
@@ -106,7 +110,8 @@ __device__ __forceinline__ std::uint32_t cluster_rank() {
 }
 
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
 }
 
 // Arrives on the barrier at the same shared-memory offset in CTA `cta` of the cluster. The arrival
@@ -116,7 +121,9 @@ __device__ __forceinline__ void cluster_sync() {
 // cluster-of-2 mode run at half speed (h200-gate-cluster-release-2026-12-03.json).
 __device__ __forceinline__ void mbarrier_arrive_in_cta(std::uint64_t* barrier, std::uint32_t cta) {
   std::uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_address(barrier)), "r"(cta));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(smem_address(barrier)), "r"(cta));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
@@ -125,27 +132,58 @@ __device__ __forceinline__ void mbarrier_arrive_in_cta(std::uint64_t* barrier, s
 __device__ __forceinline__ std::uint64_t swizzle128_descriptor(const void* tile) {
   const std::uint64_t address = smem_address(tile);
   std::uint64_t descriptor = (address & 0x3FFFF) >> 4;
-  descriptor |= static_cast<std::uint64_t>(1) << 16;           // leading byte offset (unused with swizzle)
-  descriptor |= static_cast<std::uint64_t>(1024 >> 4) << 32;   // stride byte offset: 8 rows
-  descriptor |= static_cast<std::uint64_t>(1) << 62;           // 128-byte swizzle
+  descriptor |= static_cast<std::uint64_t>(1) << 16;          // leading byte offset (unused with swizzle)
+  descriptor |= static_cast<std::uint64_t>(1024 >> 4) << 32;  // stride byte offset: 8 rows
+  descriptor |= static_cast<std::uint64_t>(1) << 62;          // 128-byte swizzle
   return descriptor;
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 template <int Pending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
 
-__device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_t desc_a, std::uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_t desc_a,
+                                                 std::uint64_t desc_b) {
   asm volatile(
       "{\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+      "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+      "%62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, "
+      "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, "
+      "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, "
+      "%119, %120, %121, %122, %123, %124, %125, %126, %127}, "
       "%128, %129, 1, 1, 1, 0, 0;\n"
       "}\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]), "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]), "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]), "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]), "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]), "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]), "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]), "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]), "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]), "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]), "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]), "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]), "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]), "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]), "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]), "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]), "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]), "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]), "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]),
+        "+f"(acc[7]), "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]),
+        "+f"(acc[14]), "+f"(acc[15]), "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+        "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]), "+f"(acc[24]), "+f"(acc[25]),
+        "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+        "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]),
+        "+f"(acc[38]), "+f"(acc[39]), "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+        "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]), "+f"(acc[48]), "+f"(acc[49]),
+        "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+        "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]),
+        "+f"(acc[62]), "+f"(acc[63]), "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
+        "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]), "+f"(acc[72]), "+f"(acc[73]),
+        "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+        "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]),
+        "+f"(acc[86]), "+f"(acc[87]), "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
+        "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]), "+f"(acc[96]), "+f"(acc[97]),
+        "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+        "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]),
+        "+f"(acc[110]), "+f"(acc[111]), "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
+        "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]), "+f"(acc[120]), "+f"(acc[121]),
+        "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
       : "l"(desc_a), "l"(desc_b));
 }
 
@@ -175,8 +213,8 @@ struct GatePackArgs {
 
 template <int Compression, int ClusterSize>
 __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
-    twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
-                                GatePackArgs args) {
+    twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
+                                const __grid_constant__ CUtensorMap w_map, GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE
   constexpr int kStages = stages_for(Compression);
   constexpr int kSlots = kTileN / Compression;  // T_c
@@ -361,8 +399,9 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
 }
 
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                 CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                 CUtensorMapFloatOOBfill);
 
 EncodeTiled encode_tiled_function() {
   static EncodeTiled function = [] {
@@ -371,7 +410,8 @@ EncodeTiled encode_tiled_function() {
     const cudaError_t status =
         cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &query);
     if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || entry == nullptr) {
-      throw Error(Error::Kind::Device, "twell_gate_pack_sm90: cuTensorMapEncodeTiled is not available from the driver");
+      throw Error(Error::Kind::Device,
+                  "twell_gate_pack_sm90: cuTensorMapEncodeTiled is not available from the driver");
     }
     return reinterpret_cast<EncodeTiled>(entry);
   }();
@@ -391,8 +431,8 @@ CUtensorMap make_bf16_map(const void* base, std::uint64_t rows, std::uint64_t co
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
-    throw Error(Error::Kind::Device, std::string("twell_gate_pack_sm90: cuTensorMapEncodeTiled failed for ") + what +
-                                         " (error " + std::to_string(static_cast<int>(result)) + ")");
+    throw Error(Error::Kind::Device, std::string("twell_gate_pack_sm90: cuTensorMapEncodeTiled failed for ") +
+                                         what + " (error " + std::to_string(static_cast<int>(result)) + ")");
   }
   return map;
 }
@@ -423,7 +463,8 @@ GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool d
   int max_clusters = 0;
   check(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config), "cudaOccupancyMaxActiveClusters");
   if (max_clusters <= 0) {
-    throw Error(Error::Kind::Device, "twell_gate_pack_sm90: the device cannot schedule a cluster of this kernel");
+    throw Error(Error::Kind::Device,
+                "twell_gate_pack_sm90: the device cannot schedule a cluster of this kernel");
   }
   const int clusters = items < max_clusters ? items : max_clusters;
   config.gridDim = dim3(clusters * ClusterSize);
@@ -432,7 +473,8 @@ GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool d
   const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
   const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kTileN / ClusterSize, "gate weight");
   GatePackArgs args{p.packed, p.row_overflow, p.tokens, padded, p.hidden};
-  check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, args), "cudaLaunchKernelEx(twell_gate_pack_sm90_kernel)");
+  check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, args),
+        "cudaLaunchKernelEx(twell_gate_pack_sm90_kernel)");
   check(cudaGetLastError(), "twell_gate_pack_sm90_kernel launch");
   return plan;
 }
@@ -440,8 +482,10 @@ GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool d
 template <int Compression>
 GatePackSm90Plan launch_for_cluster(const GatePackSm90Params& p, cudaStream_t stream, bool dry_run) {
   switch (p.cluster_size) {
-    case 1: return launch<Compression, 1>(p, stream, dry_run);
-    case 2: return launch<Compression, 2>(p, stream, dry_run);
+    case 1:
+      return launch<Compression, 1>(p, stream, dry_run);
+    case 2:
+      return launch<Compression, 2>(p, stream, dry_run);
     default:
       throw Error(Error::Kind::Unsupported,
                   "twell_gate_pack_sm90: cluster size " + std::to_string(p.cluster_size) + " is not 1 or 2");
@@ -450,25 +494,30 @@ GatePackSm90Plan launch_for_cluster(const GatePackSm90Params& p, cudaStream_t st
 
 GatePackSm90Plan dispatch(const GatePackSm90Params& params, cudaStream_t stream, bool dry_run) {
   if (params.hidden % kTileK != 0 || params.hidden <= 0) {
-    throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: hidden size " + std::to_string(params.hidden) +
-                                               " is not a positive multiple of 64");
+    throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: hidden size " +
+                                              std::to_string(params.hidden) +
+                                              " is not a positive multiple of 64");
   }
   if (params.neurons <= 0 || params.neurons > 65536) {
-    throw Error(Error::Kind::Unsupported,
-                "twell_gate_pack_sm90: intermediate size " + std::to_string(params.neurons) + " is outside 1..65536");
+    throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: intermediate size " +
+                                              std::to_string(params.neurons) + " is outside 1..65536");
   }
   // TMA needs 16-byte aligned bases and row pitches.
-  if (reinterpret_cast<std::uintptr_t>(params.x) % 16 || reinterpret_cast<std::uintptr_t>(params.weight) % 16 ||
+  if (reinterpret_cast<std::uintptr_t>(params.x) % 16 ||
+      reinterpret_cast<std::uintptr_t>(params.weight) % 16 ||
       reinterpret_cast<std::uintptr_t>(params.packed) % 16) {
     throw Error(Error::Kind::Internal, "twell_gate_pack_sm90: x, weight and packed must be 16-byte aligned");
   }
   switch (params.compression) {
-    case 8: return launch_for_cluster<8>(params, stream, dry_run);
-    case 4: return launch_for_cluster<4>(params, stream, dry_run);
-    case 2: return launch_for_cluster<2>(params, stream, dry_run);
+    case 8:
+      return launch_for_cluster<8>(params, stream, dry_run);
+    case 4:
+      return launch_for_cluster<4>(params, stream, dry_run);
+    case 2:
+      return launch_for_cluster<2>(params, stream, dry_run);
     default:
-      throw Error(Error::Kind::Unsupported,
-                  "twell_gate_pack_sm90: compression factor " + std::to_string(params.compression) + " is not 8, 4 or 2");
+      throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: compression factor " +
+                                                std::to_string(params.compression) + " is not 8, 4 or 2");
   }
 }
 
@@ -487,6 +536,8 @@ void gate_pack_sm90(const GatePackSm90Params& params, cudaStream_t stream) {
   dispatch(params, stream, false);
 }
 
-GatePackSm90Plan gate_pack_sm90_plan(const GatePackSm90Params& params) { return dispatch(params, nullptr, true); }
+GatePackSm90Plan gate_pack_sm90_plan(const GatePackSm90Params& params) {
+  return dispatch(params, nullptr, true);
+}
 
 }  // namespace twell::cuda

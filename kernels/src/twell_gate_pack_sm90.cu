@@ -9,11 +9,17 @@
 //   own 64 rows and issue wgmma m64n256k16 with the fp32 accumulators in registers;
 // - tiles are walked neuron-tile-fastest so the CTAs in flight share the same token rows (read once
 //   from HBM) while the whole gate weight stays resident in L2;
-// - epilogue: per row a shared-memory counter claims slots with atomics; entries are
-//   (global column | bf16 << 16); a tile never holds more than its capacity: the count word is clamped
-//   and the row is flagged for dense recomputation. Each consumer warpgroup stages and writes only its
-//   own 64 rows, and a warpgroup barrier separates the copy-out of one tile from the next tile's
-//   staging writes (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
+// - epilogue: ReLU and packing straight from the accumulators (two ballots per column pair give
+//   every positive its slot, in column order, no atomics); entries are (global column | bf16 << 16)
+//   staged in shared memory, then copied out 16 bytes per thread; a tile never holds more than its
+//   capacity: the count word is clamped and the row is flagged for dense recomputation. Each
+//   consumer warpgroup stages and writes only its own 64 rows, and a warpgroup barrier separates
+//   the copy-out of one tile from the next tile's staging writes (the reuse race TWELL_SPEC §2.1
+//   step 5 describes cannot happen).
+// The tensor cores idle while the consumers pack: without its epilogue this mainloop runs 2-7 %
+// faster than cuBLAS's GEMM of the same shape, with it 9-13 % slower at 0.5 % density
+// (h200-gate-epilogue-ballot-2026-12-03.json). Hiding the packing behind the other consumer's
+// mainloop (ping-pong warpgroups on tiles of their own) is the way to the remaining gap.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -198,6 +204,26 @@ __device__ __forceinline__ void release_stage(std::uint64_t* empty_barrier) {
   }
 }
 
+// Shared-memory accesses by shared-window address: generic pointers derived from the aligned
+// dynamic shared memory compile to 64-bit generic loads and stores.
+__device__ __forceinline__ void store_shared(std::uint32_t address, std::uint32_t value) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+}
+
+__device__ __forceinline__ uint4 load_shared_v4(std::uint32_t address) {
+  uint4 words;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(words.x), "=r"(words.y), "=r"(words.z), "=r"(words.w)
+               : "r"(address)
+               : "memory");
+  return words;
+}
+
+// `value` rounded to bf16, in the upper 16 bits of a TwELL entry.
+__device__ __forceinline__ std::uint32_t bf16_high_half(float value) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(value))) << 16;
+}
+
 __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup + 1));
 }
@@ -326,47 +352,43 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
 
       // Epilogue. The barrier first: the previous tile's copy-out must have read the staging rows.
       warpgroup_barrier(consumer);
-      // Each row's 256 values are spread over the 4 lanes of a quad, 64 each. Every lane counts its
-      // positives, a prefix sum across the quad gives each lane its first slot, and the entries go
-      // straight to their slots: no atomics, and a deterministic order within the tile. Word 0
-      // keeps the unclamped count; the copy-out clamps it and flags the row.
-      const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN);
-      const int quad_lane = lane % 4;
+      // Each row's 256 values are spread over the 4 lanes of a quad: lane q holds the column pairs
+      // 8 j + 2 q + {0, 1}, j = 0..31. Walking j in order, two ballots say which lanes hold a
+      // positive; a lane's slot is the row's count so far plus the positives of the lanes before it
+      // in its quad, so the entries land in column order with no atomics and no shuffles, and a
+      // pair of columns where none of the warp's 8 rows is positive (most of them at low density)
+      // costs two compares, one vote and a branch. Word 0 keeps the unclamped count; the copy-out
+      // clamps it and flags the row.
+      const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN + (lane % 4) * 2);
+      const std::uint32_t quad_mask = 0xFu << (lane & ~3);
+      const std::uint32_t lanes_before_in_quad = quad_mask & ((1u << lane) - 1u);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = warp * 16 + lane / 4 + 8 * half;
-        std::uint32_t count = 0;
+        const std::uint32_t row_address = smem_address(my_staging + row * kPitch);
+        std::uint32_t found = 0;  // the row's entries so far: the same in the four lanes of its quad
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
-          count += acc[4 * j + 2 * half] > 0.0f;
-          count += acc[4 * j + 2 * half + 1] > 0.0f;
-        }
-        std::uint32_t inclusive = count;
-        const std::uint32_t from1 = __shfl_up_sync(0xffffffffu, inclusive, 1, 4);
-        if (quad_lane >= 1) inclusive += from1;
-        const std::uint32_t from2 = __shfl_up_sync(0xffffffffu, inclusive, 2, 4);
-        if (quad_lane >= 2) inclusive += from2;
-        const std::uint32_t total = __shfl_sync(0xffffffffu, inclusive, 3, 4);
-        std::uint32_t slot = inclusive - count;
-        std::uint32_t* row_words = my_staging + row * kPitch;
-        if (quad_lane == 0) row_words[0] = total;
-        if (count != 0) {
-#pragma unroll
-          for (int j = 0; j < 32; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float value = acc[4 * j + 2 * half + e];
-              if (value > 0.0f) {
-                if (slot < static_cast<std::uint32_t>(kCapacity)) {
-                  const std::uint32_t column = column_base + j * 8 + quad_lane * 2 + e;
-                  const std::uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
-                  row_words[1 + slot] = column | (bits << 16);
-                }
-                ++slot;
-              }
-            }
+          const float even = acc[4 * j + 2 * half];
+          const float odd = acc[4 * j + 2 * half + 1];
+          const bool even_positive = even > 0.0f;  // the reference's predicate, on fp32 before rounding
+          const bool odd_positive = odd > 0.0f;
+          if (!__any_sync(0xffffffffu, even_positive || odd_positive)) continue;  // warp-uniform
+          const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
+          const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
+          std::uint32_t slot =
+              found + __popc(even_lanes & lanes_before_in_quad) + __popc(odd_lanes & lanes_before_in_quad);
+          const std::uint32_t column = column_base + j * 8;
+          if (even_positive) {
+            if (slot < static_cast<std::uint32_t>(kCapacity))
+              store_shared(row_address + 4 * (1 + slot), column | bf16_high_half(even));
+            ++slot;
           }
+          if (odd_positive && slot < static_cast<std::uint32_t>(kCapacity))
+            store_shared(row_address + 4 * (1 + slot), (column + 1) | bf16_high_half(odd));
+          found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
         }
+        if (lane % 4 == 0) store_shared(row_address, found);
       }
       warpgroup_barrier(consumer);
       // Copy-out: 64 rows x T_c words, 16 bytes per thread per step, coalesced along each row.
@@ -377,7 +399,7 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
         const int vector = index % kVectorsPerRow;
         const int token = m0 + consumer * 64 + row;
         if (token >= args.tokens) continue;
-        uint4 words = *reinterpret_cast<const uint4*>(my_staging + row * kPitch + vector * 4);
+        uint4 words = load_shared_v4(smem_address(my_staging + row * kPitch + vector * 4));
         if (vector == 0) {
           if (words.x > static_cast<std::uint32_t>(kCapacity)) {
             words.x = kCapacity;

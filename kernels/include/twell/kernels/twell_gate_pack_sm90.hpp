@@ -15,10 +15,12 @@ struct GatePackSm90Params {
   std::uint32_t* packed = nullptr;        ///< [tokens, round_up(neurons, 256) / compression]
   std::uint32_t* row_overflow = nullptr;  ///< [tokens]; set to 1 where a tile overflowed (caller zeroes)
   int tokens = 0;
-  int hidden = 0;                         ///< multiple of 64
-  int neurons = 0;                        ///< at most 65536
+  int hidden = 0;   ///< multiple of 64
+  int neurons = 0;  ///< at most 65536
   int compression = 8;
-  int cluster_size = 1;                   ///< 1: plain persistent (fastest measured); 2: weight tile multicast to CTA pairs
+  /// 1: plain persistent (the default); 2: the weight tile multicast to CTA pairs (level with 1
+  /// interleaved at M 131072, 2-4 % ahead blocked, behind at M 16384: not worth a switch yet).
+  int cluster_size = 1;
 };
 
 /// How a call is launched (for benchmarks and the kernel registry).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // TwELL gate GEMM for Hopper (sm_90a): P = pack_TwELL(ReLU(x * Wg^T)), the ReLU and the packing done
-// on the accumulators in the epilogue, so no dense gate tensor ever reaches global memory.
+// from the accumulators, so no dense gate tensor ever reaches global memory.
 //
 // Shape of the kernel (our own design, after TWELL_SPEC.md §2.1):
 // - persistent grid (one CTA per SM), CTA tile 128 (tokens) x 256 (neurons = one TwELL tile) x 64 (K);
@@ -9,17 +9,19 @@
 //   own 64 rows and issue wgmma m64n256k16 with the fp32 accumulators in registers;
 // - tiles are walked neuron-tile-fastest so the CTAs in flight share the same token rows (read once
 //   from HBM) while the whole gate weight stays resident in L2;
-// - epilogue: ReLU and packing straight from the accumulators (two ballots per column pair give
-//   every positive its slot, in column order, no atomics); entries are (global column | bf16 << 16)
-//   staged in shared memory, then copied out 16 bytes per thread; a tile never holds more than its
-//   capacity: the count word is clamped and the row is flagged for dense recomputation. Each
-//   consumer warpgroup stages and writes only its own 64 rows, and a warpgroup barrier separates
-//   the copy-out of one tile from the next tile's staging writes (the reuse race TWELL_SPEC §2.1
-//   step 5 describes cannot happen).
-// The tensor cores idle while the consumers pack: without its epilogue this mainloop runs 2-7 %
-// faster than cuBLAS's GEMM of the same shape, with it 9-13 % slower at 0.5 % density
-// (h200-gate-epilogue-ballot-2026-12-03.json). Hiding the packing behind the other consumer's
-// mainloop (ping-pong warpgroups on tiles of their own) is the way to the remaining gap.
+// - packing overlapped with the next tile: after a tile's mainloop each consumer thread turns its
+//   128 accumulators into 64 ReLU'd bf16 pairs (one cvt each) and goes on to the next tile; the
+//   pairs are placed during that tile's first eight k-blocks, one slice of 8 between issuing a
+//   k-block's wgmma and waiting for them, so the tensor cores idle only for the conversion. Two
+//   ballots per column pair give every positive its slot, in column order, no atomics; entries are
+//   (global column | bf16 << 16) staged in shared memory, then copied out 16 bytes per thread after
+//   the eighth slice. A tile never holds more than its capacity: the count word is clamped and the
+//   row is flagged for dense recomputation. Each consumer warpgroup stages and writes only its own
+//   64 rows, and a warpgroup barrier separates the copy-out of one tile from the first slice of the
+//   next (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
+// Gate / cuBLAS at M 131072: 1.10-1.12 at 0.5 % density, 1.21-1.32 at 5 %
+// (h200-gate-deferred-packing-2026-12-04.json); without any epilogue the same mainloop runs at
+// 0.93-0.98 (h200-gate-epilogue-ballot-2026-12-03.json).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -155,10 +157,14 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
 
+// acc (+)= A * B for one k16 step; with `accumulate` 0 the old acc is ignored, which spares zeroing
+// 128 registers before every tile.
 __device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_t desc_a,
-                                                 std::uint64_t desc_b) {
+                                                 std::uint64_t desc_b, std::uint32_t accumulate) {
   asm volatile(
       "{\n"
+      ".reg .pred accumulate;\n"
+      "setp.ne.b32 accumulate, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
       "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
@@ -167,7 +173,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_
       "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, "
       "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, "
       "%119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, 1, 1, 1, 0, 0;\n"
+      "%128, %129, accumulate, 1, 1, 0, 0;\n"
       "}\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]),
         "+f"(acc[7]), "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]),
@@ -190,7 +196,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&acc)[128], std::uint64_
         "+f"(acc[110]), "+f"(acc[111]), "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
         "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]), "+f"(acc[120]), "+f"(acc[121]),
         "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
-      : "l"(desc_a), "l"(desc_b));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // A consumer warpgroup hands a stage back to the producers of every CTA of its cluster.
@@ -219,13 +225,152 @@ __device__ __forceinline__ uint4 load_shared_v4(std::uint32_t address) {
   return words;
 }
 
-// `value` rounded to bf16, in the upper 16 bits of a TwELL entry.
-__device__ __forceinline__ std::uint32_t bf16_high_half(float value) {
-  return static_cast<std::uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(value))) << 16;
-}
-
 __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup + 1));
+}
+
+// ReLU(low), ReLU(high) rounded to nearest bf16, low in the lower 16 bits: the TwELL values of a
+// column pair in one instruction, and a form that keeps half a tile in 32 registers.
+__device__ __forceinline__ std::uint32_t relu_bf16x2(float low, float high) {
+  std::uint32_t pair;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(pair) : "f"(high), "f"(low));
+  return pair;
+}
+
+// Which halves of a ReLU'd bf16 pair are entries (bit 0: low, bit 1: high): 0x0001 (the smallest
+// subnormal) up to 0x7F80 (+infinity). Zero (ReLU of a negative) and NaN (0x7F81 and up) are not,
+// as `value > 0` on fp32 says; an fp32 value below bf16's smallest subnormal rounds to zero and is
+// dropped, where the fp32 predicate would keep it as a zero entry. Volatile, like the entry
+// stores below: left to itself the compiler computes these for all 32 pairs up front and spills.
+__device__ __forceinline__ std::uint32_t positive_halves(std::uint32_t pair) {
+  std::uint32_t flags;
+  asm volatile(
+      "{\n"
+      ".reg .b32 low, high;\n"
+      ".reg .pred low_positive, high_positive;\n"
+      "and.b32 low, %1, 0xFFFF;\n"
+      "shr.u32 high, %1, 16;\n"
+      "sub.u32 low, low, 1;\n"
+      "sub.u32 high, high, 1;\n"
+      "setp.lt.u32 low_positive, low, 0x7F80;\n"
+      "setp.lt.u32 high_positive, high, 0x7F80;\n"
+      "selp.u32 low, 1, 0, low_positive;\n"
+      "selp.u32 high, 2, 0, high_positive;\n"
+      "or.b32 %0, low, high;\n"
+      "}\n"
+      : "=r"(flags)
+      : "r"(pair));
+  return flags;
+}
+
+// Stores the TwELL entry ((column_base + offset) | bf16 << 16) of the low or the high half of a
+// pair; the column is formed here too, or the compiler precomputes it for every pair and spills.
+__device__ __forceinline__ void store_low_entry(std::uint32_t address, std::uint32_t column_base,
+                                                std::uint32_t offset, std::uint32_t pair) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 entry, column;\n"
+      "add.u32 column, %1, %2;\n"
+      "shl.b32 entry, %3, 16;\n"
+      "or.b32 entry, entry, column;\n"
+      "st.shared.u32 [%0], entry;\n"
+      "}\n" ::"r"(address),
+      "r"(column_base), "r"(offset), "r"(pair)
+      : "memory");
+}
+
+__device__ __forceinline__ void store_high_entry(std::uint32_t address, std::uint32_t column_base,
+                                                 std::uint32_t offset, std::uint32_t pair) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 entry, column;\n"
+      "add.u32 column, %1, %2;\n"
+      "and.b32 entry, %3, 0xFFFF0000;\n"
+      "or.b32 entry, entry, column;\n"
+      "st.shared.u32 [%0], entry;\n"
+      "}\n" ::"r"(address),
+      "r"(column_base), "r"(offset), "r"(pair)
+      : "memory");
+}
+
+// What a consumer thread needs to place entries in one of its rows. Each row's 256 values are
+// spread over the 4 lanes of a quad: lane q holds the column pairs 8 j + 2 q + {0, 1}, j = 0..31.
+struct RowCursor {
+  std::uint32_t row_address;  // shared-window address of the row's count word
+  std::uint32_t column_base;  // global column of this lane's pair j = 0
+  std::uint32_t found;        // entries so far: the same in the four lanes of the quad
+};
+
+// Places column pair j of a row. Two ballots say which lanes hold a positive; a lane's slot is the
+// row's count so far plus the positives of the lanes before it in its quad, so the entries land in
+// column order with no atomics and no shuffles, and a pair where none of the warp's 8 rows is
+// positive (most of them at low density) costs one vote and a branch. The count may pass the
+// capacity; the copy-out clamps it and flags the row.
+template <int Capacity>
+__device__ __forceinline__ void place_pair(std::uint32_t pair, int j, RowCursor& row, std::uint32_t quad_mask,
+                                           std::uint32_t lanes_before_in_quad) {
+  const std::uint32_t flags = positive_halves(pair);
+  const bool even_positive = flags & 1u;
+  const bool odd_positive = flags & 2u;
+  if (!__any_sync(0xffffffffu, flags != 0)) return;  // warp-uniform
+  const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
+  const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
+  std::uint32_t slot =
+      row.found + __popc(even_lanes & lanes_before_in_quad) + __popc(odd_lanes & lanes_before_in_quad);
+  const std::uint32_t offset = static_cast<std::uint32_t>(j) * 8;
+  if (even_positive) {
+    if (slot < static_cast<std::uint32_t>(Capacity))
+      store_low_entry(row.row_address + 4 * (1 + slot), row.column_base, offset, pair);
+    ++slot;
+  }
+  if (odd_positive && slot < static_cast<std::uint32_t>(Capacity))
+    store_high_entry(row.row_address + 4 * (1 + slot), row.column_base, offset + 1, pair);
+  row.found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
+}
+
+// A tile's entries wait in 64 ReLU'd bf16 pairs per thread (pairs [0, 32) for the row of half 0,
+// [32, 64) for the row of half 1) and are placed during the next tile's first eight k-blocks, one
+// slice of 8 pairs between issuing a k-block's wgmma and waiting for them.
+template <int Capacity, int Slice>
+__device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], RowCursor& half0,
+                                            RowCursor& half1, std::uint32_t quad_mask,
+                                            std::uint32_t lanes_before_in_quad) {
+  RowCursor& row = Slice < 4 ? half0 : half1;
+#pragma unroll
+  for (int j = 8 * (Slice % 4); j < 8 * (Slice % 4) + 8; ++j)
+    place_pair<Capacity>(pairs[(Slice / 4) * 32 + j], j, row, quad_mask, lanes_before_in_quad);
+}
+
+template <int Capacity>
+__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], RowCursor& half0,
+                                            RowCursor& half1, std::uint32_t quad_mask,
+                                            std::uint32_t lanes_before_in_quad) {
+  switch (slice) {
+    case 0:
+      place_slice<Capacity, 0>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 1:
+      place_slice<Capacity, 1>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 2:
+      place_slice<Capacity, 2>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 3:
+      place_slice<Capacity, 3>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 4:
+      place_slice<Capacity, 4>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 5:
+      place_slice<Capacity, 5>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    case 6:
+      place_slice<Capacity, 6>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+    default:
+      place_slice<Capacity, 7>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
+      break;
+  }
 }
 #endif  // TWELL_SM90A_DEVICE
 
@@ -236,6 +381,33 @@ struct GatePackArgs {
   int padded_neurons;           // N rounded up to 256
   int hidden;                   // K
 };
+
+#ifdef TWELL_SM90A_DEVICE
+// Writes one consumer warpgroup's 64 staged rows of a tile: T_c words per row, 16 bytes per thread
+// per step, coalesced along each row. A count past the capacity is clamped and the row flagged.
+template <int Compression>
+__device__ __forceinline__ void copy_out_rows(const std::uint32_t* staging, int first_token, int n_tile,
+                                              int thread_in_group, const GatePackArgs& args) {
+  constexpr int kSlots = kTileN / Compression;
+  constexpr int kCapacity = kSlots - 1;
+  constexpr int kPitch = staging_pitch_words(Compression);
+  constexpr int kVectorsPerRow = kSlots / 4;
+  const int row_words_global = args.padded_neurons / Compression;
+  for (int index = thread_in_group; index < 64 * kVectorsPerRow; index += 128) {
+    const int row = index / kVectorsPerRow;
+    const int vector = index % kVectorsPerRow;
+    const int token = first_token + row;
+    if (token >= args.tokens) continue;
+    uint4 words = load_shared_v4(smem_address(staging + row * kPitch + vector * 4));
+    if (vector == 0 && words.x > static_cast<std::uint32_t>(kCapacity)) {
+      words.x = kCapacity;
+      args.row_overflow[token] = 1u;
+    }
+    *reinterpret_cast<uint4*>(args.packed + static_cast<std::size_t>(token) * row_words_global +
+                              n_tile * kSlots + vector * 4) = words;
+  }
+}
+#endif  // TWELL_SM90A_DEVICE
 
 template <int Compression, int ClusterSize>
 __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
@@ -315,14 +487,37 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
     const int warp = thread_in_group / 32;
     const int lane = thread_in_group % 32;
     std::uint32_t* my_staging = staging + consumer * 64 * kPitch;
+    // This thread packs two rows of every tile (half 0: row warp * 16 + lane / 4; half 1: 8 rows
+    // further), from ReLU'd bf16 pairs kept in 64 registers, during the next tile's first eight
+    // k-blocks while the tensor cores run.
+    constexpr int kSlices = 8;
+    const std::uint32_t half0_address = smem_address(my_staging + (warp * 16 + lane / 4) * kPitch);
+    const std::uint32_t quad_mask = 0xFu << (lane & ~3);
+    const std::uint32_t lanes_before_in_quad = quad_mask & ((1u << lane) - 1u);
+    std::uint32_t deferred_pairs[64];
+    RowCursor deferred_half0{half0_address, 0, 0};
+    RowCursor deferred_half1{half0_address + 8 * kPitch * 4, 0, 0};
+    int deferred_first_token = -1;  // < 0: no tile waits to be packed
+    int deferred_n_tile = 0;
+    // The deferred tile is placed: its counts go in, and once every warp of the warpgroup has placed
+    // its entries the tile is copied out.
+    auto finish_deferred_tile = [&] {
+      if (lane % 4 == 0) {
+        store_shared(deferred_half0.row_address, deferred_half0.found);
+        store_shared(deferred_half1.row_address, deferred_half1.found);
+      }
+      warpgroup_barrier(consumer);
+      copy_out_rows<Compression>(my_staging, deferred_first_token, deferred_n_tile, thread_in_group, args);
+      deferred_first_token = -1;
+    };
     int stage = 0;
     unsigned phase = 0;
-    float acc[128];
+    float acc[128];  // every tile's first wgmma overwrites it; zeroed once so that it is never read unset
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     for (int item = cluster_id; item < total_items; item += clusters) {
       const int m0 = ((item / n_tiles) * kClusterSize + static_cast<int>(rank)) * kTileM;
       const int n_tile = item % n_tiles;
-#pragma unroll
-      for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
       int previous_stage = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbarrier_wait(&full[stage], phase);
@@ -333,10 +528,17 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
         wgmma_fence();
 #pragma unroll
         for (int k16 = 0; k16 < kTileK / 16; ++k16) {
-          // Advancing 16 bf16 (32 bytes) along K inside a swizzled row: +2 in descriptor units.
-          wgmma_m64n256k16(acc, desc_a + 2 * k16, desc_b + 2 * k16);
+          // Advancing 16 bf16 (32 bytes) along K inside a swizzled row: +2 in descriptor units. The
+          // tile's first step overwrites what the previous tile left in acc.
+          wgmma_m64n256k16(acc, desc_a + 2 * k16, desc_b + 2 * k16, kb + k16 != 0);
         }
         wgmma_commit();
+        // While this k-block's wgmma run, one slice of the previous tile.
+        if (deferred_first_token >= 0 && kb < kSlices) {
+          place_slice<kCapacity>(kb, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
+                                 lanes_before_in_quad);
+          if (kb == kSlices - 1) finish_deferred_tile();
+        }
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
         // is pending, so its buffers go back to the producer.
         wgmma_wait<1>();
@@ -349,66 +551,35 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
       }
       wgmma_wait<0>();
       if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
+      if (deferred_first_token >= 0) {  // fewer k-blocks than slices
+        for (int slice = k_blocks; slice < kSlices; ++slice)
+          place_slice<kCapacity>(slice, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
+                                 lanes_before_in_quad);
+        finish_deferred_tile();
+      }
 
-      // Epilogue. The barrier first: the previous tile's copy-out must have read the staging rows.
+      // The barrier first: the previous tile's copy-out must have read the staging rows before the
+      // next slices write this tile's entries into them.
       warpgroup_barrier(consumer);
-      // Each row's 256 values are spread over the 4 lanes of a quad: lane q holds the column pairs
-      // 8 j + 2 q + {0, 1}, j = 0..31. Walking j in order, two ballots say which lanes hold a
-      // positive; a lane's slot is the row's count so far plus the positives of the lanes before it
-      // in its quad, so the entries land in column order with no atomics and no shuffles, and a
-      // pair of columns where none of the warp's 8 rows is positive (most of them at low density)
-      // costs two compares, one vote and a branch. Word 0 keeps the unclamped count; the copy-out
-      // clamps it and flags the row.
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        deferred_pairs[j] = relu_bf16x2(acc[4 * j], acc[4 * j + 1]);
+        deferred_pairs[32 + j] = relu_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
+      }
       const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN + (lane % 4) * 2);
-      const std::uint32_t quad_mask = 0xFu << (lane & ~3);
-      const std::uint32_t lanes_before_in_quad = quad_mask & ((1u << lane) - 1u);
+      deferred_half0.column_base = column_base;
+      deferred_half1.column_base = column_base;
+      deferred_half0.found = 0;
+      deferred_half1.found = 0;
+      deferred_first_token = m0 + consumer * 64;
+      deferred_n_tile = n_tile;
+    }
+    if (deferred_first_token >= 0) {  // the last tile
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = warp * 16 + lane / 4 + 8 * half;
-        const std::uint32_t row_address = smem_address(my_staging + row * kPitch);
-        std::uint32_t found = 0;  // the row's entries so far: the same in the four lanes of its quad
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const float even = acc[4 * j + 2 * half];
-          const float odd = acc[4 * j + 2 * half + 1];
-          const bool even_positive = even > 0.0f;  // the reference's predicate, on fp32 before rounding
-          const bool odd_positive = odd > 0.0f;
-          if (!__any_sync(0xffffffffu, even_positive || odd_positive)) continue;  // warp-uniform
-          const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
-          const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
-          std::uint32_t slot =
-              found + __popc(even_lanes & lanes_before_in_quad) + __popc(odd_lanes & lanes_before_in_quad);
-          const std::uint32_t column = column_base + j * 8;
-          if (even_positive) {
-            if (slot < static_cast<std::uint32_t>(kCapacity))
-              store_shared(row_address + 4 * (1 + slot), column | bf16_high_half(even));
-            ++slot;
-          }
-          if (odd_positive && slot < static_cast<std::uint32_t>(kCapacity))
-            store_shared(row_address + 4 * (1 + slot), (column + 1) | bf16_high_half(odd));
-          found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
-        }
-        if (lane % 4 == 0) store_shared(row_address, found);
-      }
-      warpgroup_barrier(consumer);
-      // Copy-out: 64 rows x T_c words, 16 bytes per thread per step, coalesced along each row.
-      constexpr int kVectorsPerRow = kSlots / 4;
-      const int row_words_global = args.padded_neurons / Compression;
-      for (int index = thread_in_group; index < 64 * kVectorsPerRow; index += 128) {
-        const int row = index / kVectorsPerRow;
-        const int vector = index % kVectorsPerRow;
-        const int token = m0 + consumer * 64 + row;
-        if (token >= args.tokens) continue;
-        uint4 words = load_shared_v4(smem_address(my_staging + row * kPitch + vector * 4));
-        if (vector == 0) {
-          if (words.x > static_cast<std::uint32_t>(kCapacity)) {
-            words.x = kCapacity;
-            args.row_overflow[token] = 1u;
-          }
-        }
-        *reinterpret_cast<uint4*>(args.packed + static_cast<std::size_t>(token) * row_words_global +
-                                  n_tile * kSlots + vector * 4) = words;
-      }
+      for (int slice = 0; slice < kSlices; ++slice)
+        place_slice<kCapacity>(slice, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
+                               lanes_before_in_quad);
+      finish_deferred_tile();
     }
   }
   // Neither CTA may exit while its peer can still multicast into it or arrive on its barriers.

@@ -230,7 +230,7 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 }
 
 // ReLU(low), ReLU(high) rounded to nearest bf16, low in the lower 16 bits: the TwELL values of a
-// column pair in one instruction, and a form that keeps half a tile in 32 registers.
+// column pair in one instruction, and a form that keeps a whole tile in 64 registers.
 __device__ __forceinline__ std::uint32_t relu_bf16x2(float low, float high) {
   std::uint32_t pair;
   asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(pair) : "f"(high), "f"(low));
@@ -263,33 +263,21 @@ __device__ __forceinline__ std::uint32_t positive_halves(std::uint32_t pair) {
   return flags;
 }
 
-// Stores the TwELL entry ((column_base + offset) | bf16 << 16) of the low or the high half of a
-// pair; the column is formed here too, or the compiler precomputes it for every pair and spills.
-__device__ __forceinline__ void store_low_entry(std::uint32_t address, std::uint32_t column_base,
-                                                std::uint32_t offset, std::uint32_t pair) {
+// Stores the TwELL entry ((column_base + offset) | bf16 << 16) of one half of a pair: the low
+// half with ValueBytes 0x5410, the high half with 0x7610 (prmt byte selectors: the column's two
+// low bytes, then the half's two bytes). The column is formed here too, or the compiler
+// precomputes it for every pair and spills.
+template <unsigned ValueBytes>
+__device__ __forceinline__ void store_entry(std::uint32_t address, std::uint32_t column_base,
+                                            std::uint32_t offset, std::uint32_t pair) {
   asm volatile(
       "{\n"
-      ".reg .b32 entry, column;\n"
-      "add.u32 column, %1, %2;\n"
-      "shl.b32 entry, %3, 16;\n"
-      "or.b32 entry, entry, column;\n"
+      ".reg .b32 entry;\n"
+      "add.u32 entry, %1, %2;\n"
+      "prmt.b32 entry, entry, %3, %4;\n"
       "st.shared.u32 [%0], entry;\n"
       "}\n" ::"r"(address),
-      "r"(column_base), "r"(offset), "r"(pair)
-      : "memory");
-}
-
-__device__ __forceinline__ void store_high_entry(std::uint32_t address, std::uint32_t column_base,
-                                                 std::uint32_t offset, std::uint32_t pair) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 entry, column;\n"
-      "add.u32 column, %1, %2;\n"
-      "and.b32 entry, %3, 0xFFFF0000;\n"
-      "or.b32 entry, entry, column;\n"
-      "st.shared.u32 [%0], entry;\n"
-      "}\n" ::"r"(address),
-      "r"(column_base), "r"(offset), "r"(pair)
+      "r"(column_base), "r"(offset), "r"(pair), "n"(ValueBytes)
       : "memory");
 }
 
@@ -320,11 +308,11 @@ __device__ __forceinline__ void place_pair(std::uint32_t pair, int j, RowCursor&
   const std::uint32_t offset = static_cast<std::uint32_t>(j) * 8;
   if (even_positive) {
     if (slot < static_cast<std::uint32_t>(Capacity))
-      store_low_entry(row.row_address + 4 * (1 + slot), row.column_base, offset, pair);
+      store_entry<0x5410>(row.row_address + 4 * (1 + slot), row.column_base, offset, pair);
     ++slot;
   }
   if (odd_positive && slot < static_cast<std::uint32_t>(Capacity))
-    store_high_entry(row.row_address + 4 * (1 + slot), row.column_base, offset + 1, pair);
+    store_entry<0x7610>(row.row_address + 4 * (1 + slot), row.column_base, offset + 1, pair);
   row.found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
 }
 

@@ -4,9 +4,10 @@
 // with every neuron firing at the same rate, tokens share almost no rows, so those bytes come from
 // L2 once per non-zero whatever the kernel does with them. Timed on the same packed rows: the
 // consumer (default precision, gated), the same row gather with no arithmetic (16-byte register
-// loads, one CTA per token, as the consumer), and on sm_90 the gather through bulk copies into
-// shared memory. D is 2048 (the gathers give each of 256 threads one 16-byte chunk of a row). L2
-// flushed before every repetition, CUDA events, medians. JSON to --output or stdout.
+// loads, one CTA per token, as the consumer; with 2 and with 8 entries in flight per thread), and on
+// sm_90 the gather through bulk copies into shared memory. D is 2048 (the gathers give each of 256
+// threads one 16-byte chunk of a row). L2 flushed before every repetition, CUDA events, medians.
+// JSON to --output or stdout.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -85,29 +86,49 @@ struct GatherParams {
 };
 
 // The consumer's loads and nothing else: per token, for every live entry, this thread's 16 bytes of
-// the up row and of the down row, two entries (four loads) in flight at a time.
+// the up row and of the down row, kEntries entries (2 kEntries loads) in flight at a time. The
+// consumer keeps 4 loads in flight per thread; the deeper forms ask whether the gather is bound by
+// the bytes in flight (Little's law) or by the L2's bandwidth.
+template <int kEntries>
 __global__ void __launch_bounds__(kThreads) gather_registers(const GatherParams p) {
   __shared__ std::uint32_t words[1024];
+  __shared__ std::uint32_t list[1024 + kEntries];
+  __shared__ int total;
   const std::size_t row = blockIdx.x;
   const int t = threadIdx.x;
   const int row_words = p.tiles * p.slots;
   for (int w = t; w < row_words; w += kThreads) words[w] = __ldcs(p.packed + row * row_words + w);
   __syncthreads();
+  if (t < 32) {  // lane = tile (at most 32): an exclusive scan of the counts, then each lane's copy
+    const std::uint32_t count = t < p.tiles ? words[t * p.slots] : 0u;
+    std::uint32_t inclusive = count;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (t >= offset) inclusive += other;
+    }
+    for (std::uint32_t s = 0; s < count; ++s)
+      list[inclusive - count + s] = words[t * p.slots + 1 + s] & 0xffffu;
+    const int n = static_cast<int>(__shfl_sync(0xffffffffu, inclusive, 31));
+    __syncwarp();
+    if (t < kEntries) list[n + t] = 0u;
+    if (t == 0) total = n;
+  }
+  __syncthreads();
   const std::size_t column = static_cast<std::size_t>(t) * 8;
   uint4 fold = make_uint4(0, 0, 0, 0);
-  for (int tile = 0; tile < p.tiles; ++tile) {
-    const std::uint32_t* tile_words = words + tile * p.slots;
-    const int count = static_cast<int>(tile_words[0]);
-    for (int s = 1; s <= count; s += 2) {
-      const std::size_t a = tile_words[s] & 0xffffu;
-      const std::size_t b = s + 1 <= count ? tile_words[s + 1] & 0xffffu : a;
-      const uint4 r0 = __ldg(reinterpret_cast<const uint4*>(p.up + a * p.hidden + column));
-      const uint4 r1 = __ldg(reinterpret_cast<const uint4*>(p.down_t + a * p.hidden + column));
-      const uint4 r2 = __ldg(reinterpret_cast<const uint4*>(p.up + b * p.hidden + column));
-      const uint4 r3 = __ldg(reinterpret_cast<const uint4*>(p.down_t + b * p.hidden + column));
-      fold.x ^= r0.x ^ r1.x ^ r2.x ^ r3.x, fold.y ^= r0.y ^ r1.y ^ r2.y ^ r3.y;
-      fold.z ^= r0.z ^ r1.z ^ r2.z ^ r3.z, fold.w ^= r0.w ^ r1.w ^ r2.w ^ r3.w;
+  for (int first = 0; first < total; first += kEntries) {
+    uint4 rows[2 * kEntries];
+#pragma unroll
+    for (int i = 0; i < kEntries; ++i) {
+      const std::size_t j = list[first + i];
+      const bool live = first + i < total;
+      rows[2 * i] = live ? __ldg(reinterpret_cast<const uint4*>(p.up + j * p.hidden + column)) : uint4{};
+      rows[2 * i + 1] =
+          live ? __ldg(reinterpret_cast<const uint4*>(p.down_t + j * p.hidden + column)) : uint4{};
     }
+#pragma unroll
+    for (int i = 0; i < 2 * kEntries; ++i)
+      fold.x ^= rows[i].x, fold.y ^= rows[i].y, fold.z ^= rows[i].z, fold.w ^= rows[i].w;
   }
   p.sink[row * kThreads + t] = fold;
 }
@@ -295,7 +316,10 @@ int main(int argc, char** argv) try {
     const double consumer_ms = median_ms(flusher, stream.get(), warmup, repetitions,
                                          [&] { twell::cuda::launch_twell_up_down(consumer, stream.get()); });
     const double gather_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
-      gather_registers<<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
+      gather_registers<2><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
+    });
+    const double gather_deep_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+      gather_registers<8><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
     });
     double bulk_ms = 0;
     if (bulk_copies)
@@ -303,19 +327,25 @@ int main(int argc, char** argv) try {
         gather_bulk<<<static_cast<unsigned>(tokens), kThreads + 32, bulk_shared, stream.get()>>>(gather);
       });
     const double row_bytes = static_cast<double>(live) * 2.0 * hidden * 2.0;
-    nlohmann::json row = {{"density_percent", percent},
-                          {"live_per_token", static_cast<double>(live) / tokens},
-                          {"weight_row_bytes", row_bytes},
-                          {"consumer_ms", consumer_ms},
-                          {"gather_registers_ms", gather_ms},
-                          {"gather_registers_tb_per_s", row_bytes / (gather_ms * 1e-3) / 1e12},
-                          {"consumer_over_gather", consumer_ms / gather_ms}};
+    nlohmann::json row = {
+        {"density_percent", percent},
+        {"live_per_token", static_cast<double>(live) / tokens},
+        {"weight_row_bytes", row_bytes},
+        {"consumer_ms", consumer_ms},
+        {"gather_registers_ms", gather_ms},
+        {"gather_registers_tb_per_s", row_bytes / (gather_ms * 1e-3) / 1e12},
+        {"consumer_over_gather", consumer_ms / gather_ms},
+        {"gather_registers_8_entries_in_flight_ms", gather_deep_ms},
+        {"gather_registers_8_entries_tb_per_s", row_bytes / (gather_deep_ms * 1e-3) / 1e12}};
     if (bulk_copies) row["gather_bulk_ms"] = bulk_ms;
     results.push_back(row);
     char line[200];
     std::snprintf(line, sizeof line, "  %6.2f %11.1f %12.3f %10.3f %8.3f %12.2f %16.2f\n", percent,
                   static_cast<double>(live) / tokens, consumer_ms, gather_ms, bulk_ms,
                   row_bytes / (gather_ms * 1e-3) / 1e12, consumer_ms / gather_ms);
+    std::cerr << line;
+    std::snprintf(line, sizeof line, "         8 entries in flight per thread: %.3f ms, %.2f TB/s\n",
+                  gather_deep_ms, row_bytes / (gather_deep_ms * 1e-3) / 1e12);
     std::cerr << line;
   }
 

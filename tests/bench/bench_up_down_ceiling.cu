@@ -92,7 +92,7 @@ struct GatherParams {
 template <int kEntries>
 __global__ void __launch_bounds__(kThreads) gather_registers(const GatherParams p) {
   __shared__ std::uint32_t words[1024];
-  __shared__ std::uint32_t list[1024 + kEntries];
+  __shared__ std::uint32_t list[1024];
   __shared__ int total;
   const std::size_t row = blockIdx.x;
   const int t = threadIdx.x;
@@ -109,8 +109,6 @@ __global__ void __launch_bounds__(kThreads) gather_registers(const GatherParams 
     for (std::uint32_t s = 0; s < count; ++s)
       list[inclusive - count + s] = words[t * p.slots + 1 + s] & 0xffffu;
     const int n = static_cast<int>(__shfl_sync(0xffffffffu, inclusive, 31));
-    __syncwarp();
-    if (t < kEntries) list[n + t] = 0u;
     if (t == 0) total = n;
   }
   __syncthreads();
@@ -120,11 +118,12 @@ __global__ void __launch_bounds__(kThreads) gather_registers(const GatherParams 
     uint4 rows[2 * kEntries];
 #pragma unroll
     for (int i = 0; i < kEntries; ++i) {
-      const std::size_t j = list[first + i];
-      const bool live = first + i < total;
-      rows[2 * i] = live ? __ldg(reinterpret_cast<const uint4*>(p.up + j * p.hidden + column)) : uint4{};
-      rows[2 * i + 1] =
-          live ? __ldg(reinterpret_cast<const uint4*>(p.down_t + j * p.hidden + column)) : uint4{};
+      rows[2 * i] = rows[2 * i + 1] = uint4{};
+      if (first + i < total) {
+        const std::size_t j = list[first + i];
+        rows[2 * i] = __ldg(reinterpret_cast<const uint4*>(p.up + j * p.hidden + column));
+        rows[2 * i + 1] = __ldg(reinterpret_cast<const uint4*>(p.down_t + j * p.hidden + column));
+      }
     }
 #pragma unroll
     for (int i = 0; i < 2 * kEntries; ++i)

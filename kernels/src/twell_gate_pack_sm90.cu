@@ -26,8 +26,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "twell/error.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
@@ -297,10 +299,12 @@ struct RowCursor {
 template <int Capacity>
 __device__ __forceinline__ void place_pair(std::uint32_t pair, int j, RowCursor& row, std::uint32_t quad_mask,
                                            std::uint32_t lanes_before_in_quad) {
+  // A ReLU'd pair is all zero bits unless a half is positive or NaN: one compare and one vote skip
+  // the pairs where none of the warp's rows has an entry; the exact test runs only past it.
+  if (!__any_sync(0xffffffffu, pair != 0u)) return;  // warp-uniform
   const std::uint32_t flags = positive_halves(pair);
   const bool even_positive = flags & 1u;
   const bool odd_positive = flags & 2u;
-  if (!__any_sync(0xffffffffu, flags != 0)) return;  // warp-uniform
   const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
   const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
   std::uint32_t slot =
@@ -316,49 +320,47 @@ __device__ __forceinline__ void place_pair(std::uint32_t pair, int j, RowCursor&
   row.found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
 }
 
+// How many slices a tile's packing is cut into: one slice is placed per k-block of the next tile,
+// between issuing that k-block's wgmma and waiting for the previous ones. 8 measured best on H200
+// (gate / cuBLAS at M 131072, 0.5 %: 2 slices 1.15-1.16, 4: 1.14-1.15, 8: 1.13-1.14, 16: 1.22,
+// 32: 2.13; resources/benchmarks/h200-gate-pack-slices-2026-12-04.json).
+constexpr int kPackSlices = 8;
+static_assert(kPackSlices == 2 || kPackSlices == 4 || kPackSlices == 8 || kPackSlices == 16 ||
+                  kPackSlices == 32,
+              "a slice covers a whole number of pairs of one row");
+
 // A tile's entries wait in 64 ReLU'd bf16 pairs per thread (pairs [0, 32) for the row of half 0,
-// [32, 64) for the row of half 1) and are placed during the next tile's first eight k-blocks, one
-// slice of 8 pairs between issuing a k-block's wgmma and waiting for them.
+// [32, 64) for the row of half 1) and are placed during the next tile's first kPackSlices k-blocks.
 template <int Capacity, int Slice>
 __device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], RowCursor& half0,
                                             RowCursor& half1, std::uint32_t quad_mask,
                                             std::uint32_t lanes_before_in_quad) {
-  RowCursor& row = Slice < 4 ? half0 : half1;
+  constexpr int kPairs = 64 / kPackSlices;
+  constexpr int kFirst = Slice * kPairs;
+  RowCursor& row = kFirst < 32 ? half0 : half1;
 #pragma unroll
-  for (int j = 8 * (Slice % 4); j < 8 * (Slice % 4) + 8; ++j)
-    place_pair<Capacity>(pairs[(Slice / 4) * 32 + j], j, row, quad_mask, lanes_before_in_quad);
+  for (int j = kFirst % 32; j < kFirst % 32 + kPairs; ++j)
+    place_pair<Capacity>(pairs[(kFirst / 32) * 32 + j], j, row, quad_mask, lanes_before_in_quad);
+}
+
+// The slice index is a loop counter; the pairs must stay in registers, so each slice is its own
+// instantiation with constant indices, selected here.
+template <int Capacity, int... Slices>
+__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], RowCursor& half0,
+                                            RowCursor& half1, std::uint32_t quad_mask,
+                                            std::uint32_t lanes_before_in_quad,
+                                            std::integer_sequence<int, Slices...>) {
+  ((slice == Slices ? place_slice<Capacity, Slices>(pairs, half0, half1, quad_mask, lanes_before_in_quad)
+                    : void()),
+   ...);
 }
 
 template <int Capacity>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], RowCursor& half0,
                                             RowCursor& half1, std::uint32_t quad_mask,
                                             std::uint32_t lanes_before_in_quad) {
-  switch (slice) {
-    case 0:
-      place_slice<Capacity, 0>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 1:
-      place_slice<Capacity, 1>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 2:
-      place_slice<Capacity, 2>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 3:
-      place_slice<Capacity, 3>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 4:
-      place_slice<Capacity, 4>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 5:
-      place_slice<Capacity, 5>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    case 6:
-      place_slice<Capacity, 6>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-    default:
-      place_slice<Capacity, 7>(pairs, half0, half1, quad_mask, lanes_before_in_quad);
-      break;
-  }
+  place_slice<Capacity>(slice, pairs, half0, half1, quad_mask, lanes_before_in_quad,
+                        std::make_integer_sequence<int, kPackSlices>{});
 }
 #endif  // TWELL_SM90A_DEVICE
 
@@ -478,7 +480,7 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
     // This thread packs two rows of every tile (half 0: row warp * 16 + lane / 4; half 1: 8 rows
     // further), from ReLU'd bf16 pairs kept in 64 registers, during the next tile's first eight
     // k-blocks while the tensor cores run.
-    constexpr int kSlices = 8;
+    constexpr int kSlices = kPackSlices;
     const std::uint32_t half0_address = smem_address(my_staging + (warp * 16 + lane / 4) * kPitch);
     const std::uint32_t quad_mask = 0xFu << (lane & ~3);
     const std::uint32_t lanes_before_in_quad = quad_mask & ((1u << lane) - 1u);
@@ -647,6 +649,7 @@ GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool d
     throw Error(Error::Kind::Device,
                 "twell_gate_pack_sm90: the device cannot schedule a cluster of this kernel");
   }
+  if (p.max_ctas > 0) max_clusters = std::min(max_clusters, std::max(1, p.max_ctas / ClusterSize));
   const int clusters = items < max_clusters ? items : max_clusters;
   config.gridDim = dim3(clusters * ClusterSize);
   const GatePackSm90Plan plan{clusters * ClusterSize, ClusterSize, shared_bytes, stages_for(Compression)};
@@ -682,6 +685,10 @@ GatePackSm90Plan dispatch(const GatePackSm90Params& params, cudaStream_t stream,
   if (params.neurons <= 0 || params.neurons > 65536) {
     throw Error(Error::Kind::Unsupported, "twell_gate_pack_sm90: intermediate size " +
                                               std::to_string(params.neurons) + " is outside 1..65536");
+  }
+  if (params.max_ctas < 0) {
+    throw Error(Error::Kind::Internal,
+                "twell_gate_pack_sm90: max_ctas " + std::to_string(params.max_ctas) + " is negative");
   }
   // TMA needs 16-byte aligned bases and row pitches.
   if (reinterpret_cast<std::uintptr_t>(params.x) % 16 ||

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "controlled_density.hpp"
+#include "device_fill.cuh"
 #include "test_support.hpp"
 #include "timing_order.hpp"
 #include "twell/atomic_file.hpp"
@@ -38,22 +39,6 @@ void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench_gate_sm90: %s: cuBLAS status %d\n", what, static_cast<int>(status));
     std::exit(6);
-  }
-}
-
-__global__ void fill_bf16(__nv_bfloat16* out, std::size_t count, std::uint64_t seed, float scale, int hidden,
-                          float channel0) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const float u1 = ((z >> 40) + 1) * (1.0f / 16777217.0f);
-    const float u2 = ((z >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
-    float value = scale * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    if (i % hidden == 0) value = channel0;
-    out[i] = __float2bfloat16_rn(value);
   }
 }
 
@@ -109,13 +94,13 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&gate, static_cast<std::size_t>(tokens) * neurons * 2), "cudaMalloc(gate)");
     check(cudaMalloc(&packed, static_cast<std::size_t>(tokens) * neurons / 8 * 4 * 4), "cudaMalloc(packed)");
     check(cudaMalloc(&overflow, static_cast<std::size_t>(tokens) * 4), "cudaMalloc(overflow)");
-    fill_bf16<<<1024, 256>>>(x, static_cast<std::size_t>(tokens) * hidden, 1, 1.0f, hidden, 1.0f);
+    twell::test::fill_gaussian_bf16(x, static_cast<std::size_t>(tokens) * hidden, 1, 1.0f, hidden, 1.0f);
     for (const double percent : densities_percent) {
       // x[:, 0] = 1 and the other products sum to about N(0, 1), so a bias of Phi^-1(p) in the
       // weight's column 0 makes every neuron fire with probability p.
       const float bias = static_cast<float>(twell::test::normal_quantile(percent / 100.0));
-      fill_bf16<<<1024, 256>>>(w, static_cast<std::size_t>(neurons) * hidden, 2, 1.0f / std::sqrt(2047.0f),
-                               hidden, bias);
+      twell::test::fill_gaussian_bf16(w, static_cast<std::size_t>(neurons) * hidden, 2,
+                                      1.0f / std::sqrt(2047.0f), hidden, bias);
       check(cudaDeviceSynchronize(), "fill");
       const float alpha = 1.0f, beta = 0.0f;
       twell::cuda::GatePackSm90Params params;

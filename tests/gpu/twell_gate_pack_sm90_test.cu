@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "twell/error.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
 #include "twell/numeric.hpp"
 #include "twell/reference_ffn.hpp"
@@ -59,8 +60,10 @@ void make_inputs(const Problem& p, std::vector<std::uint16_t>& x_bits, std::vect
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-void run_and_compare(const Problem& p, int cluster_size) {
-  SCOPED_TRACE("cluster size " + std::to_string(cluster_size));
+// max_ctas 0: one CTA per SM; a small cap makes each CTA carry many tiles (the deferred packing
+// of one tile behind the next runs through a long chain).
+void run_and_compare(const Problem& p, int cluster_size, int max_ctas = 0) {
+  SCOPED_TRACE("cluster size " + std::to_string(cluster_size) + ", max_ctas " + std::to_string(max_ctas));
   std::vector<std::uint16_t> x_bits, w_bits;
   twell::Matrix x, w;
   make_inputs(p, x_bits, w_bits, x, w, 1234u + p.tokens + p.neurons);
@@ -89,6 +92,13 @@ void run_and_compare(const Problem& p, int cluster_size) {
   params.neurons = p.neurons;
   params.compression = p.compression;
   params.cluster_size = cluster_size;
+  params.max_ctas = max_ctas;
+  if (max_ctas > 0) {
+    const twell::cuda::GatePackSm90Plan plan = twell::cuda::gate_pack_sm90_plan(params);
+    EXPECT_GE(plan.ctas, cluster_size);
+    EXPECT_LE(plan.ctas, std::max(max_ctas, cluster_size));
+    EXPECT_EQ(plan.ctas % cluster_size, 0);
+  }
   twell::cuda::gate_pack_sm90(params, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<std::uint32_t> packed(words), overflow(p.tokens);
@@ -160,6 +170,24 @@ TEST_P(GatePackSm90, MatchesCpuReference) {
   if (skip_unless_hopper(reason)) GTEST_SKIP() << reason;
   run_and_compare(GetParam(), 1);
   run_and_compare(GetParam(), 2);
+}
+
+TEST_P(GatePackSm90, MatchesCpuReferenceOnFewCtas) {
+  std::string reason;
+  if (skip_unless_hopper(reason)) GTEST_SKIP() << reason;
+  run_and_compare(GetParam(), 1, 3);
+  run_and_compare(GetParam(), 2, 1);  // rounded up to one whole cluster
+}
+
+TEST(GatePackSm90Plan, RefusesANegativeCtaCap) {
+  std::string reason;
+  if (skip_unless_hopper(reason)) GTEST_SKIP() << reason;
+  twell::cuda::GatePackSm90Params params;
+  params.tokens = 256;
+  params.hidden = 128;
+  params.neurons = 512;
+  params.max_ctas = -1;
+  EXPECT_THROW(twell::cuda::gate_pack_sm90_plan(params), twell::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatePackSm90,

@@ -85,7 +85,8 @@ class FfnRunner {
   std::vector<std::uint32_t> last_overflow_row_indices();
 
   /// The packed TwELL buffer of the last twell() call: [M, N_padded / C] uint32 (tests). Count
-  /// words are clamped to capacity; words past a tile's count are zero.
+  /// words are clamped to capacity. Words past a tile's count are zero from the portable gate kernel
+  /// and unspecified from the Hopper one (what its staging buffer held; TWELL_SPEC §2.1).
   const std::uint32_t* last_packed() const;
 
   cudaStream_t stream() const;

@@ -21,6 +21,9 @@ struct GatePackSm90Params {
   /// 1: plain persistent (the default); 2: the weight tile multicast to CTA pairs (level with 1
   /// interleaved at M 131072, 2-4 % ahead blocked, behind at M 16384: not worth a switch yet).
   int cluster_size = 1;
+  /// 0: one CTA per SM that can hold one (the default). Otherwise at most this many CTAs (rounded
+  /// down to whole clusters, at least one), so that work on another stream keeps the other SMs.
+  int max_ctas = 0;
 };
 
 /// How a call is launched (for benchmarks and the kernel registry).

@@ -26,14 +26,15 @@ struct BreakEvenPoint {
   const char* source;  // the benchmark record it comes from
 };
 
-// From the H200 runs of bench_ffn recorded in resources/benchmarks/h200-ffn-hopper-run1-2026-12-02.json,
-// h200-ffn-hopper-2026-12-02.json and h200-ffn-2026-12-02-run2.json (the tuned consumer), kernels
-// sm90/per_token_cta (what Auto runs); the lowest of the runs' crossings (0.762 / 0.770 / 0.727 % at
-// M 16384, 0.843 / 0.810 / 0.855 % at M 131072), so the dispatch never picks TwELL where one run
-// found it slower.
+// From the H200 runs of bench_ffn with the current default kernels (sm90/per_token_cta, what Auto
+// runs): the lowest crossing measured, rounded down to 0.01 %, so the dispatch never picks TwELL
+// where a run found it slower. M 131072: 1.062 and 1.055 % (h200-gate-deferred-packing-2026-12-04.json,
+// runs 1 and 2) and 1.058 % (h200-ffn-2026-12-04.json); M 16384: 1.090 % (one run,
+// h200-ffn-2026-12-03-interleaved.json, with the gate before its two later speed-ups, which can only
+// have moved the crossing up). The 2026-12-02 figures (0.72 / 0.81 %) predate the deferred packing.
 constexpr BreakEvenPoint kMeasured[] = {
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0072, "bench_ffn, H200, 2026-12-02"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0081, "bench_ffn, H200, 2026-12-02"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
 };
 
 }  // namespace

@@ -224,6 +224,10 @@ void run_profile(const ProfileArguments& a) {
   if (const auto speedup = report.end_to_end_speedup())
     std::printf(", end-to-end TwELL/dense throughput %.3fx", *speedup);
   std::printf("\n");
+  if (report.dispatch_break_even)
+    std::printf("Dispatch: TwELL in %zu of %zu layers, below the break-even of %.2f %% (%s)\n",
+                report.dispatched_layers(twell::FfnPath::Twell).size(), report.layers.size(),
+                100.0 * report.dispatch_break_even->density, report.dispatch_break_even->basis.c_str());
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
         return sortValue(error);
       case OverflowColumn:
         return double(r.overflow_rows);
+      case DispatchColumn:
+        return r.dispatch ? int(*r.dispatch) : -1;
     }
     return {};
   }
@@ -100,6 +102,9 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
       return r.error ? QString::number(r.error->rel_frobenius, 'e', 2) : kNotMeasured;
     case OverflowColumn:
       return QString::number(r.overflow_rows);
+    case DispatchColumn:
+      if (!r.dispatch) return kNotMeasured;
+      return *r.dispatch == twell::FfnPath::Twell ? tr("TwELL") : tr("dense");
   }
   return {};
 }
@@ -120,6 +125,10 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
         return tr("Relative Frobenius error of TwELL's output against dense");
       case OverflowColumn:
         return tr("Rows TwELL recomputed densely because a tile overflowed");
+      case DispatchColumn:
+        return tr(
+            "The path a production forward runs: TwELL below this device's break-even density, "
+            "dense from there on");
     }
     return {};
   }
@@ -149,6 +158,8 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
       return tr("Output error");
     case OverflowColumn:
       return tr("Overflow rows");
+    case DispatchColumn:
+      return tr("Dispatch");
   }
   return {};
 }

@@ -27,6 +27,7 @@ class LayerTableModel : public QAbstractTableModel {
     SpeedupColumn,
     ErrorColumn,
     OverflowColumn,
+    DispatchColumn,
     ColumnCount
   };
   enum Role { SortRole = Qt::UserRole + 1, PositionRole };

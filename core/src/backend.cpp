@@ -3,6 +3,13 @@
 
 namespace twell {
 
-const char* to_string(FfnPath path) noexcept { return path == FfnPath::Dense ? "dense" : "twell"; }
+const char* to_string(FfnPath path) noexcept {
+  return path == FfnPath::Dense ? "dense" : "twell";
+}
+
+std::optional<FfnBreakEven> Backend::ffn_break_even(std::size_t /*tokens*/,
+                                                    const FfnOptions& /*options*/) const {
+  return std::nullopt;
+}
 
 }  // namespace twell

@@ -121,6 +121,13 @@ std::string export_markdown(const Report& report) {
   if (compared > 0)
     out += "\nTwELL is faster than dense in " + std::to_string(compared - below_break_even) + " of " +
            std::to_string(compared) + " layers.\n";
+  if (report.dispatch_break_even) {
+    const FfnBreakEven& b = *report.dispatch_break_even;
+    out += "\nThe per-layer dispatch runs TwELL in " +
+           std::to_string(report.dispatched_layers(FfnPath::Twell).size()) + " of " +
+           std::to_string(report.layers.size()) + " layers: those below this device's break-even of " +
+           text::percent(b.density, 2) + " (" + markdown::cell(b.basis) + ").\n";
+  }
   return out;
 }
 

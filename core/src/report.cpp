@@ -31,4 +31,16 @@ std::optional<double> Report::end_to_end_speedup() const {
   return sparse->tokens_per_ms / dense->tokens_per_ms;
 }
 
+std::optional<FfnPath> Report::dispatch_path(const LayerReport& layer) const {
+  if (!dispatch_break_even) return std::nullopt;
+  return choose_ffn_path(layer.sparsity.density, *dispatch_break_even);
+}
+
+std::vector<int> Report::dispatched_layers(FfnPath path) const {
+  std::vector<int> out;
+  for (const auto& layer : layers)
+    if (dispatch_path(layer) == path) out.push_back(layer.index);
+  return out;
+}
+
 }  // namespace twell

@@ -183,21 +183,27 @@ json report_to_json(const Report& report) {
   json timeline = json::array();
   for (const auto& record : report.timeline) timeline.push_back(record_json(record));
 
-  return {{"schema", kReportSchemaId},
-          {"schemaVersion", std::to_string(kReportSchemaMajor) + "." + std::to_string(kReportSchemaMinor)},
-          {"generator",
-           {{"name", "twellscope"}, {"version", report.tool_version}, {"gitCommit", report.tool_commit}}},
-          {"createdUtc", report.created_utc},
-          {"host", report.host},
-          {"device", device_json(report.device)},
-          {"tracer", tracer_json(report.tracer)},
-          {"model", model_json(report.model)},
-          {"config", profile_config_json(report.config)},
-          {"layers", std::move(layers)},
-          {"endToEnd", std::move(end_to_end)},
-          {"kernels", std::move(kernels)},
-          {"timeline", std::move(timeline)},
-          {"warnings", report.warnings}};
+  json out = {
+      {"schema", kReportSchemaId},
+      {"schemaVersion", std::to_string(kReportSchemaMajor) + "." + std::to_string(kReportSchemaMinor)},
+      {"generator",
+       {{"name", "twellscope"}, {"version", report.tool_version}, {"gitCommit", report.tool_commit}}},
+      {"createdUtc", report.created_utc},
+      {"host", report.host},
+      {"device", device_json(report.device)},
+      {"tracer", tracer_json(report.tracer)},
+      {"model", model_json(report.model)},
+      {"config", profile_config_json(report.config)},
+      {"layers", std::move(layers)},
+      {"endToEnd", std::move(end_to_end)},
+      {"kernels", std::move(kernels)},
+      {"timeline", std::move(timeline)},
+      {"warnings", report.warnings}};
+  if (report.dispatch_break_even) {
+    const FfnBreakEven& b = *report.dispatch_break_even;
+    out["dispatch"] = {{"breakEvenDensity", real(b.density)}, {"measured", b.measured}, {"basis", b.basis}};
+  }
+  return out;
 }
 
 std::string report_to_json_text(const Report& report) {

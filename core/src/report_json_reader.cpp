@@ -326,13 +326,23 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   }
   for (const Node& item : root.at("timeline").items()) report.timeline.push_back(read_record(item));
   report.warnings = root.at("warnings").string_array();
+  if (auto dispatch = root.find("dispatch")) {
+    FfnBreakEven break_even;
+    break_even.density = dispatch->at("breakEvenDensity").real();
+    if (!(break_even.density >= 0.0 && break_even.density <= 1.0))
+      dispatch->at("breakEvenDensity").fail("a density is a fraction in [0, 1]");
+    break_even.measured = dispatch->at("measured").boolean();
+    break_even.basis = dispatch->at("basis").string();
+    report.dispatch_break_even = std::move(break_even);
+  }
   return report;
 }
 
 namespace {
 // nlohmann's what() starts with a "[json.exception.parse_error.101] " tag, which helps nobody.
 std::string without_nlohmann_tag(std::string detail) {
-  if (const auto tag_end = detail.find("] "); detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
+  if (const auto tag_end = detail.find("] ");
+      detail.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
     detail.erase(0, tag_end + 2);
   return detail;
 }

@@ -61,6 +61,7 @@ std::vector<LayerRow> layer_rows(const Report& report) {
     row.twell_us = path_median_us(layer, "twell");
     row.speedup = layer.speedup();
     row.error = layer.twell_vs_dense;
+    row.dispatch = report.dispatch_path(layer);
     rows.push_back(row);
   }
   return rows;

@@ -289,6 +289,10 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
     }
   }
   sort_by_start(report.timeline);
+  FfnOptions ffn;
+  ffn.compression = config.compression;
+  ffn.highest_precision = config.highest_precision;
+  report.dispatch_break_even = m_backend.ffn_break_even(tokens.count(), ffn);
   report.warnings = derive_report_warnings(report);
   return report;
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,21 @@ void break_even_warning(const Report& report, std::vector<std::string>& out) {
                 join_layers(slower));
 }
 
+/// Layers whose density passes the device's break-even run dense in a production forward; say
+/// which, and on what the threshold rests.
+void dispatch_warning(const Report& report, std::vector<std::string>& out) {
+  const std::vector<int> dense = report.dispatched_layers(FfnPath::Dense);
+  if (dense.empty()) return;
+  const FfnBreakEven& break_even = *report.dispatch_break_even;
+  char threshold[32];
+  std::snprintf(threshold, sizeof threshold, "%.2f %%", 100.0 * break_even.density);
+  out.push_back("the per-layer dispatch runs " + std::to_string(dense.size()) + " of " +
+                std::to_string(report.layers.size()) + " layers dense (layer" +
+                (dense.size() > 1 ? "s " : " ") + join_layers(dense) +
+                "): their density is at or past this device's break-even of " + threshold + ", " +
+                break_even.basis);
+}
+
 }  // namespace
 
 std::vector<std::string> derive_report_warnings(const Report& report) {
@@ -88,6 +104,7 @@ std::vector<std::string> derive_report_warnings(const Report& report) {
         (report.tracer.per_kernel ? "" : "; times cover whole regions, without a per-kernel breakdown"));
   overflow_warning(report, out);
   break_even_warning(report, out);
+  dispatch_warning(report, out);
   return out;
 }
 

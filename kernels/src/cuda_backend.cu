@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // CudaBackend: construction, the FFN entry points used inside a LayerHook, comparisons and ad hoc
 // FFNs on host inputs. The forward is in cuda_backend_forward.cu, the weights in cuda_backend_load.cu.
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -157,6 +159,16 @@ Matrix CudaBackend::copy_to_host(const bf16* device, std::int64_t rows, std::int
   Matrix out(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
   for (std::size_t i = 0; i < bits.size(); ++i) out.data[i] = bf16_bits_to_float(bits[i]);
   return out;
+}
+
+std::optional<FfnBreakEven> CudaBackend::ffn_break_even(std::size_t tokens, const FfnOptions& options) const {
+  require_loaded("ffn_break_even");
+  // load() bounds D and N far below int's range; a token count past it is as far from every
+  // measured one as int's maximum.
+  const FfnShape shape{static_cast<int>(std::min<std::size_t>(tokens, std::numeric_limits<int>::max())),
+                       static_cast<int>(m_config.hidden_size), static_cast<int>(m_config.intermediate_size),
+                       options.compression, m_config.gated_mlp};
+  return twell_break_even(shape, m_device);
 }
 
 void CudaBackend::flush_cache() {

@@ -57,8 +57,7 @@ FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
       nearest_distance = distance;
     }
   }
-  if (nearest == nullptr)
-    return {kDefaultTwellBreakEven, false, "conservative default (no measurement for this GPU and shape)"};
+  if (nearest == nullptr) return conservative_break_even("no measurement for this GPU and shape");
   return {nearest->density, true,
           std::string(nearest->gpu_name) + ", D " + std::to_string(nearest->hidden) + ", N " +
               std::to_string(nearest->intermediate) + ", C " + std::to_string(nearest->compression) + ", M " +
@@ -66,8 +65,7 @@ FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
 }
 
 FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int device) {
-  if (!(measured_density >= 0.0)) return FfnPath::Dense;  // NaN or negative: nothing to trust
-  return measured_density < twell_break_even(shape, device).density ? FfnPath::Twell : FfnPath::Dense;
+  return twell::choose_ffn_path(measured_density, twell_break_even(shape, device));
 }
 
 }  // namespace twell::cuda

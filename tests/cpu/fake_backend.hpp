@@ -58,8 +58,10 @@ class FakeBackend final : public twell::Backend {
   twell::DeviceInfo device_info{"cuda", "Fake GPU", "9.0", 132, 1 << 30, "580", "13.0", "hopper-sm90a"};
   std::map<std::pair<std::size_t, std::string>, int> layer_runs;
   int flushes = 0, compares = 0, forwards = 0;
-  std::optional<std::size_t> fail_in_layer;  ///< run_layer_ffn on this layer throws a device error
-  bool fail_end_to_end = false;              ///< forwards without statistics throw a device error
+  std::optional<std::size_t> fail_in_layer;       ///< run_layer_ffn on this layer throws a device error
+  bool fail_end_to_end = false;                   ///< forwards without statistics throw a device error
+  std::optional<twell::FfnBreakEven> break_even;  ///< what ffn_break_even answers (none by default)
+  mutable std::optional<std::size_t> break_even_tokens;  ///< the token count it was last asked for
 
   twell::DeviceInfo device() const override { return device_info; }
   void load(const twell::Checkpoint&) override {}
@@ -107,6 +109,11 @@ class FakeBackend final : public twell::Backend {
     return input;
   }
   void flush_cache() override { ++flushes; }
+  std::optional<twell::FfnBreakEven> ffn_break_even(std::size_t tokens,
+                                                    const twell::FfnOptions&) const override {
+    break_even_tokens = tokens;
+    return break_even;
+  }
 
  private:
   static twell::TraceTag with(const twell::TraceTag& base, int layer, const std::string& path,

@@ -47,7 +47,18 @@ twell::test::SyntheticReportShape golden_shape() {
   return shape;
 }
 
+// The golden report carries every optional section the writer knows.
+twell::Report golden_report() {
+  twell::Report report = twell::test::make_synthetic_report(golden_shape());
+  report.dispatch_break_even = twell::FfnBreakEven{
+      0.0105, true, "NVIDIA H200, D 2048, N 5632, C 8, M 131072 (bench_ffn, H200, 2026-12-04)"};
+  return report;
+}
+
 const std::filesystem::path kGoldenPath =
+    std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.1.json";
+// Written by 1.0 writers (before the dispatch section); readers of 1.x keep reading it.
+const std::filesystem::path kGolden10Path =
     std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.0.json";
 
 /// The message of the twell::Error that parsing `text` throws, or "" when it parses.
@@ -105,7 +116,7 @@ TEST(ReportIo, NonFiniteMeasurementsAreWrittenAsNullAndReadBackAsNaN) {
 }
 
 TEST(ReportIo, GoldenFileReadsAsTheFixtureAndIsWrittenByteForByte) {
-  const twell::Report expected = twell::test::make_synthetic_report(golden_shape());
+  const twell::Report expected = golden_report();
   const std::string written = twell::report_to_json_text(expected);
   if (std::getenv("TWELLSCOPE_UPDATE_GOLDEN")) twell::write_file_atomically(kGoldenPath, written);
   const std::string golden = twell::test::read_file(kGoldenPath);
@@ -114,6 +125,28 @@ TEST(ReportIo, GoldenFileReadsAsTheFixtureAndIsWrittenByteForByte) {
       << "the report format changed: if on purpose, bump kReportSchemaMinor (additions) or "
          "kReportSchemaMajor, update the schema, and regenerate the golden file with "
          "TWELLSCOPE_UPDATE_GOLDEN=1";
+}
+
+TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
+  twell::Report expected = twell::test::make_synthetic_report(golden_shape());
+  expected.schema_minor = 0;
+  const twell::Report parsed =
+      twell::parse_report(twell::test::read_file(kGolden10Path), kGolden10Path.string());
+  EXPECT_EQ(parsed, expected);
+  EXPECT_FALSE(parsed.dispatch_break_even);
+}
+
+TEST(ReportIo, ABreakEvenOutsideZeroToOneIsRejected) {
+  json document = twell::report_to_json(golden_report());
+  ASSERT_TRUE(document.contains("dispatch"));
+  EXPECT_EQ(twell::report_from_json(document, "ok").dispatch_break_even, golden_report().dispatch_break_even);
+  document["dispatch"]["breakEvenDensity"] = 1.5;
+  const std::string message = document_error(document);
+  EXPECT_NE(message.find("dispatch.breakEvenDensity"), std::string::npos) << message;
+  EXPECT_NE(message.find("a density is a fraction in [0, 1]"), std::string::npos) << message;
+  document["dispatch"]["breakEvenDensity"] = 0.01;
+  document["dispatch"].erase("basis");
+  EXPECT_NE(document_error(document).find("basis"), std::string::npos);
 }
 
 TEST(ReportIo, SaveAndLoadThroughAFile) {

@@ -59,6 +59,10 @@ TEST(ReportSchema, EverySessionConfigurationWritesAValidReport) {
        }},
       {"cpu device",
        [](SessionFixture& f) { f.backend.device_info = {"cpu", "CPU", "", 2, 0, "", "", "cpu-reference"}; }},
+      {"with the dispatch's break-even",
+       [](SessionFixture& f) {
+         f.backend.break_even = twell::FfnBreakEven{0.07, true, "scripted"};
+       }},
   };
   for (const auto& variant : variants) {
     SessionFixture f;

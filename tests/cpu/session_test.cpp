@@ -163,6 +163,38 @@ TEST(Session, WarnsAboutOverflowAndLayersBelowBreakEven) {
   for (const auto& warning : c4.warnings) EXPECT_EQ(warning.find("overflows"), std::string::npos) << warning;
 }
 
+TEST(Session, RecordsTheDevicesBreakEvenAndWhichLayersTheDispatchRunsDense) {
+  SessionFixture without;
+  const twell::Report plain = without.run();
+  EXPECT_FALSE(plain.dispatch_break_even);
+  EXPECT_TRUE(plain.dispatched_layers(FfnPath::Dense).empty());
+  EXPECT_FALSE(plain.dispatch_path(plain.layers[0]));
+
+  // Layers 0 and 2 fire at 1/16 = 6.25 %, layer 1 at 623 / 8192 = 7.6 % (its crowded first tile).
+  SessionFixture f;
+  f.backend.break_even = twell::FfnBreakEven{0.07, true, "Fake GPU, D 16, N 512 (scripted)"};
+  const twell::Report report = f.run();
+  ASSERT_TRUE(report.dispatch_break_even);
+  EXPECT_EQ(*report.dispatch_break_even, *f.backend.break_even);
+  EXPECT_EQ(f.backend.break_even_tokens, f.tokens.count());
+  EXPECT_EQ(report.dispatched_layers(FfnPath::Twell), (std::vector<int>{0, 2}));
+  EXPECT_EQ(report.dispatched_layers(FfnPath::Dense), (std::vector<int>{1}));
+  EXPECT_EQ(report.dispatch_path(report.layers[1]), FfnPath::Dense);
+  ASSERT_EQ(report.warnings.size(), 3u) << ::testing::PrintToString(report.warnings);
+  EXPECT_NE(report.warnings[2].find("the per-layer dispatch runs 1 of 3 layers dense (layer 1)"),
+            std::string::npos)
+      << report.warnings[2];
+  EXPECT_NE(report.warnings[2].find("7.00 %, Fake GPU, D 16, N 512 (scripted)"), std::string::npos)
+      << report.warnings[2];
+
+  // Past every layer's density, the dispatch runs all of them on TwELL and says nothing.
+  SessionFixture generous;
+  generous.backend.break_even = twell::FfnBreakEven{0.5, false, "conservative default (test)"};
+  const twell::Report all_twell = generous.run();
+  EXPECT_EQ(all_twell.dispatched_layers(FfnPath::Twell).size(), 3u);
+  EXPECT_EQ(all_twell.warnings.size(), 2u);
+}
+
 TEST(Session, SaysWhenTimingsAreCpuTimingsOrCameFromAFallbackTracer) {
   SessionFixture cpu;
   cpu.backend.device_info = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};

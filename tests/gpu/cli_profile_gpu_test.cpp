@@ -55,6 +55,11 @@ void profile_preset_on_cuda(const std::string& preset, const std::string& extra_
   EXPECT_FALSE(report.kernels.empty());
   ASSERT_EQ(report.end_to_end.size(), 2u);
   EXPECT_GT(report.end_to_end[0].tokens_per_ms, 0.0);
+  // The CUDA backend always states the break-even its dispatch applies, and the CLI says so.
+  ASSERT_TRUE(report.dispatch_break_even);
+  EXPECT_GT(report.dispatch_break_even->density, 0.0);
+  EXPECT_FALSE(report.dispatch_break_even->basis.empty());
+  EXPECT_NE(result.output.find("Dispatch: TwELL in "), std::string::npos) << result.output;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -154,6 +155,20 @@ TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {
     EXPECT_GT(m.cosine, 0.999);
   }
   EXPECT_THROW(backend->compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell), Error);
+}
+
+TEST(CudaBackend, StatesTheBreakEvenItsDispatchApplies) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  auto backend = cuda::make_cuda_backend(0);
+  EXPECT_THROW((void)backend->ffn_break_even(256, FfnOptions{}), Error);  // nothing loaded
+  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+  backend->load(checkpoint);
+  // No GPU was measured on the tiny model's shape: the conservative default, saying so.
+  const std::optional<FfnBreakEven> break_even = backend->ffn_break_even(256, FfnOptions{});
+  ASSERT_TRUE(break_even);
+  EXPECT_FALSE(break_even->measured);
+  EXPECT_EQ(break_even->density, kConservativeTwellBreakEven);
+  EXPECT_NE(break_even->basis.find("conservative default"), std::string::npos) << break_even->basis;
 }
 
 TEST(CudaBackend, FfnOnHostInputMatchesReference) {

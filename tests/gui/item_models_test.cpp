@@ -34,6 +34,15 @@ TEST(ItemModels, LayerTableModelPassesTheModelTester) {
                 .section(QLatin1Char('/'), 1)
                 .trimmed(),
             QStringLiteral("31"));
+  EXPECT_EQ(model.data(model.index(0, LayerTableModel::DispatchColumn)).toString(), QStringLiteral("—"));
+  twell::Report dispatched = report;
+  dispatched.dispatch_break_even = twell::FfnBreakEven{0.05, true, "test"};
+  model.setRows(twell::views::layer_rows(dispatched));
+  EXPECT_EQ(model.data(model.index(0, LayerTableModel::DispatchColumn)).toString(), QStringLiteral("TwELL"));
+  EXPECT_EQ(model.data(model.index(kSampleLayers - 1, LayerTableModel::DispatchColumn)).toString(),
+            QStringLiteral("dense"));
+  EXPECT_EQ(model.headerData(LayerTableModel::DispatchColumn, Qt::Horizontal).toString(),
+            QStringLiteral("Dispatch"));
   model.setRows({});
   EXPECT_EQ(model.rowCount(), 0);
 }

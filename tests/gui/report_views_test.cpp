@@ -31,6 +31,20 @@ TEST(ReportViews, LayerRowsCarryTimingsAndCapacity) {
   EXPECT_EQ(rows[0].overflow_rows, 0u);
 }
 
+TEST(ReportViews, LayerRowsSayWhichPathTheDispatchRuns) {
+  twell::Report report = makeSampleReport();
+  for (const auto& row : views::layer_rows(report)) EXPECT_FALSE(row.dispatch) << row.layer;
+  // Between the two sparsest layers' densities and the rest.
+  report.dispatch_break_even =
+      twell::FfnBreakEven{0.5 * (kSampleDensities[1] + kSampleDensities[2]), true, "test"};
+  const auto rows = views::layer_rows(report);
+  ASSERT_EQ(rows.size(), std::size_t(kSampleLayers));
+  EXPECT_EQ(rows[0].dispatch, twell::FfnPath::Twell);
+  EXPECT_EQ(rows[1].dispatch, twell::FfnPath::Twell);
+  EXPECT_EQ(rows[2].dispatch, twell::FfnPath::Dense);
+  EXPECT_EQ(rows[3].dispatch, twell::FfnPath::Dense);
+}
+
 TEST(ReportViews, OverviewWeighsDensityAndCollectsWarnings) {
   const twell::Report report = makeSampleReport();
   const views::Overview o = views::overview(report);

@@ -3,19 +3,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "twell/activation_summary.hpp"
 #include "twell/checkpoint.hpp"
+#include "twell/ffn_dispatch.hpp"
 #include "twell/matrix.hpp"
 #include "twell/tokens.hpp"
 #include "twell/tracer.hpp"
 
 namespace twell {
-
-enum class FfnPath { Dense, Twell };
-const char* to_string(FfnPath path) noexcept;  ///< "dense", "twell"
 
 /// The machine a backend runs on, as reports and `devices` show it.
 struct DeviceInfo {
@@ -98,6 +97,11 @@ class Backend {
 
   /// A layer's FFN on an explicit host input [M, D] (tests, ad hoc checks).
   virtual Matrix ffn(std::size_t layer, const Matrix& input, FfnPath path, const FfnOptions& options) = 0;
+
+  /// The density past which this device runs a `tokens`-row FFN of the loaded model faster dense
+  /// than TwELL: the per-layer dispatch's threshold (ffn_dispatch.hpp). Empty where the backend has
+  /// no basis for one (the default; the CPU backend, whose timings do not predict a GPU's).
+  virtual std::optional<FfnBreakEven> ffn_break_even(std::size_t tokens, const FfnOptions& options) const;
 
   /// The stream/queue its work runs on (cudaStream_t for CUDA; null on the CPU), for tracers.
   virtual void* native_stream() const { return nullptr; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "twell/backend.hpp"
+#include "twell/ffn_dispatch.hpp"
 #include "twell/sparsity_stats.hpp"
 #include "twell/tracer.hpp"
 
@@ -13,7 +14,7 @@ namespace twell {
 
 inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/report";
 inline constexpr int kReportSchemaMajor = 1;
-inline constexpr int kReportSchemaMinor = 0;
+inline constexpr int kReportSchemaMinor = 1;  ///< 1.1 added the dispatch break-even
 
 struct TimingStat {
   double median_us = 0, min_us = 0, max_us = 0;
@@ -29,8 +30,8 @@ struct OpTiming {
 };
 
 struct PathTiming {
-  std::string path;               ///< "dense" / "twell"
-  TimingStat total;               ///< per repetition: sum of the path's kernels
+  std::string path;  ///< "dense" / "twell"
+  TimingStat total;  ///< per repetition: sum of the path's kernels
   std::vector<OpTiming> ops;
   std::uint64_t overflow_rows = 0;  ///< TwELL rows recomputed densely
   bool operator==(const PathTiming&) const = default;
@@ -58,13 +59,13 @@ struct LayerReport {
 
 struct EndToEndPath {
   std::string path;
-  TimingStat forward;         ///< whole backbone forward, per repetition
-  double tokens_per_ms = 0;   ///< tokens / median forward time
+  TimingStat forward;        ///< whole backbone forward, per repetition
+  double tokens_per_ms = 0;  ///< tokens / median forward time
   bool operator==(const EndToEndPath&) const = default;
 };
 
 struct ModelSummary {
-  std::string source;          ///< checkpoint directory, or "demo"
+  std::string source;  ///< checkpoint directory, or "demo"
   ModelConfig config;
   ActivationChoice activation;
   std::uint64_t parameters = 0;
@@ -73,13 +74,13 @@ struct ModelSummary {
 
 struct ProfileConfig {
   std::uint32_t batch = 1, sequence = 256;
-  std::string token_source;     ///< "random(seed=1)" or a file name
+  std::string token_source;  ///< "random(seed=1)" or a file name
   std::uint64_t seed = 1;
   std::vector<std::string> paths{"dense", "twell"};
   std::uint32_t compression = 8;
   bool highest_precision = false;
   std::uint32_t warmup = 2, repetitions = 5;
-  std::vector<int> layers;      ///< empty: every layer
+  std::vector<int> layers;  ///< empty: every layer
   bool flush_l2 = true;
   bool end_to_end = true;
   MapShape map_shape;
@@ -90,7 +91,7 @@ struct ProfileConfig {
 struct Report {
   int schema_major = kReportSchemaMajor, schema_minor = kReportSchemaMinor;
   std::string tool_version, tool_commit;
-  std::string created_utc;    ///< ISO 8601
+  std::string created_utc;  ///< ISO 8601
   std::string host;
   DeviceInfo device;
   TracerInfo tracer;
@@ -101,6 +102,13 @@ struct Report {
   std::vector<KernelStat> kernels;
   std::vector<KernelRecord> timeline;  ///< every record of one timed repetition
   std::vector<std::string> warnings;
+  /// The device's break-even density for this model's FFN at this run's token count, which the
+  /// per-layer dispatch compares each layer's measured density with (absent in 1.0 reports).
+  std::optional<FfnBreakEven> dispatch_break_even;
+  /// The path the per-layer dispatch runs `layer` on; empty without a break-even.
+  std::optional<FfnPath> dispatch_path(const LayerReport& layer) const;
+  /// Indices of the layers the dispatch runs on `path` (none without a break-even).
+  std::vector<int> dispatched_layers(FfnPath path) const;
   const EndToEndPath* find_end_to_end(const std::string& path) const;
   /// TwELL tokens/ms over dense tokens/ms, when both were measured.
   std::optional<double> end_to_end_speedup() const;

@@ -26,6 +26,8 @@ struct LayerRow {
   std::optional<double> dense_us, twell_us, speedup;  ///< medians, when the path was timed
   std::optional<ErrorMetrics> error;                  ///< TwELL output against dense
   std::uint64_t overflow_rows = 0;                    ///< at the report's compression factor
+  std::optional<FfnPath>
+      dispatch;  ///< the path the per-layer dispatch picks, when the report has a break-even
 };
 std::vector<LayerRow> layer_rows(const Report& report);
 

@@ -105,12 +105,8 @@ struct FfnShape {
   bool gated = true;
 };
 
-/// Where a break-even density comes from.
-struct FfnBreakEven {
-  double density = 0;     ///< fraction of gate activations > 0 above which dense is faster
-  bool measured = false;  ///< from a benchmark of this GPU and shape, not the conservative default
-  std::string basis;      ///< e.g. "NVIDIA H200, D 2048, N 5632, C 8, M 131072 (bench_ffn 2026-12-02)"
-};
+/// Where a break-even density comes from (core's type).
+using FfnBreakEven = twell::FfnBreakEven;
 
 /// The density above which the dense FFN beats TwELL (Auto kernels) for this shape on `device`:
 /// from the table bench_ffn measured (same GPU model and compute capability, same D, N, C and
@@ -118,7 +114,7 @@ struct FfnBreakEven {
 /// below every break-even measured so far with the Hopper gate, and TwELL at that density with the
 /// portable gate is still near dense.
 FfnBreakEven twell_break_even(const FfnShape& shape, int device);
-inline constexpr double kDefaultTwellBreakEven = 0.0025;
+inline constexpr double kDefaultTwellBreakEven = twell::kConservativeTwellBreakEven;
 
 /// Per-layer dispatch: FfnPath::Twell when the layer's measured gate density (fraction of
 /// activations > 0, e.g. from the profiler's previous pass) is below the break-even for this GPU

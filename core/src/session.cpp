@@ -26,6 +26,13 @@ std::string host_name() {
   return buffer;
 }
 
+FfnOptions ffn_options(const ProfileConfig& config) {
+  FfnOptions options;
+  options.compression = config.compression;
+  options.highest_precision = config.highest_precision;
+  return options;
+}
+
 FfnPath path_from_name(const std::string& name) {
   return name == "dense" ? FfnPath::Dense : FfnPath::Twell;
 }
@@ -143,9 +150,7 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
       std::find(config.paths.begin(), config.paths.end(), "dense") != config.paths.end() &&
       std::find(config.paths.begin(), config.paths.end(), "twell") != config.paths.end();
 
-  FfnOptions ffn;
-  ffn.compression = config.compression;
-  ffn.highest_precision = config.highest_precision;
+  const FfnOptions ffn = ffn_options(config);
   const double runs_per_path = double(config.warmup) + double(config.repetitions);
   const double layer_units = double(config.paths.size()) * runs_per_path;
   const double forward_units = double(layer_count);
@@ -289,10 +294,7 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
     }
   }
   sort_by_start(report.timeline);
-  FfnOptions ffn;
-  ffn.compression = config.compression;
-  ffn.highest_precision = config.highest_precision;
-  report.dispatch_break_even = m_backend.ffn_break_even(tokens.count(), ffn);
+  report.dispatch_break_even = m_backend.ffn_break_even(tokens.count(), ffn_options(config));
   report.warnings = derive_report_warnings(report);
   return report;
 }

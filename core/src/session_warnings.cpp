@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "text_format.hpp"
 #include "twell/session.hpp"
 
 namespace twell {
@@ -80,13 +80,11 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
   const std::vector<int> dense = report.dispatched_layers(FfnPath::Dense);
   if (dense.empty()) return;
   const FfnBreakEven& break_even = *report.dispatch_break_even;
-  char threshold[32];
-  std::snprintf(threshold, sizeof threshold, "%.2f %%", 100.0 * break_even.density);
   out.push_back("the per-layer dispatch runs " + std::to_string(dense.size()) + " of " +
                 std::to_string(report.layers.size()) + " layers dense (layer" +
                 (dense.size() > 1 ? "s " : " ") + join_layers(dense) +
-                "): their density is at or past this device's break-even of " + threshold + ", " +
-                break_even.basis);
+                "): their density is at or past this device's break-even of " +
+                text::percent(break_even.density, 2) + ", " + break_even.basis);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "twell/atomic_file.hpp"
+#include "benchmark_output.hpp"
 #include "twell/checkpoint.hpp"
 #include "twell/cupti/tracers.hpp"
 #include "twell/error.hpp"
@@ -196,8 +196,7 @@ std::string utc_now() {
 }
 
 int run(const Settings& settings, int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = twell::test::command_line(argc, argv);
 
   const twell::Checkpoint checkpoint = twell::Checkpoint::open(settings.checkpoint);
   const twell::ModelConfig& config = checkpoint.config();
@@ -261,13 +260,7 @@ int run(const Settings& settings, int argc, char** argv) {
     document["attention_alone"] = time_attention(config, settings);
   }
 
-  const std::string text = document.dump(2) + "\n";
-  if (settings.output.empty()) {
-    std::cout << text;
-  } else {
-    twell::write_file_atomically(settings.output, text);
-    std::cerr << "wrote " << settings.output << "\n";
-  }
+  twell::test::write_benchmark_json(document, settings.output);
   return 0;
 }
 

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_output.hpp"
 #include "controlled_density.hpp"
 #include "test_support.hpp"
 #include "timing_order.hpp"
-#include "twell/atomic_file.hpp"
 #include "twell/error.hpp"
 #include "twell/kernels/dense_ffn.hpp"
 #include "twell/kernels/device_buffer.hpp"
@@ -269,8 +269,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"The dense cuBLASLt FFN against the TwELL FFN over token counts and gate densities"};
   add_options(app, s);
   CLI11_PARSE(app, argc, argv);
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = twell::test::command_line(argc, argv);
 
   int device = 0, driver = 0, runtime = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
@@ -519,11 +518,7 @@ int main(int argc, char** argv) try {
     }
   }
   for (const auto& b : document["break_even"]) std::cerr << "break-even " << b.dump() << "\n";
-  if (s.output.empty()) {
-    std::cout << document.dump(2) << "\n";
-  } else {
-    twell::write_file_atomically(s.output, document.dump(2) + "\n");
-  }
+  twell::test::write_benchmark_json(document, s.output);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "bench_ffn: " << error.what() << "\n";

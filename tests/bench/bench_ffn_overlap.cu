@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_output.hpp"
 #include "controlled_density.hpp"
 #include "device_fill.cuh"
 #include "test_support.hpp"
 #include "timing_order.hpp"
-#include "twell/atomic_file.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/device_buffer.hpp"
 #include "twell/kernels/l2_flush.hpp"
@@ -159,8 +159,7 @@ int main(int argc, char** argv) try {
     std::cerr << "bench_ffn_overlap: --tokens must be a multiple of " << kTileM << "\n";
     return 2;
   }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = twell::test::command_line(argc, argv);
 
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
@@ -308,11 +307,7 @@ int main(int argc, char** argv) try {
          "cuda events around the whole call on the gate stream, after it joined the consumer stream"},
         {"l2_flush_bytes", flusher.bytes()}}},
       {"results", results}};
-  if (output.empty()) {
-    std::cout << document.dump(2) << "\n";
-  } else {
-    twell::write_file_atomically(output, document.dump(2) + "\n");
-  }
+  twell::test::write_benchmark_json(document, output);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "bench_ffn_overlap: " << error.what() << "\n";

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_output.hpp"
 #include "controlled_density.hpp"
 #include "device_fill.cuh"
 #include "test_support.hpp"
 #include "timing_order.hpp"
-#include "twell/atomic_file.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
 #include "twell/timing_aggregate.hpp"
 #include "twell/version.hpp"
@@ -67,8 +67,7 @@ int main(int argc, char** argv) {
   app.add_option("--output", output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, order);
   CLI11_PARSE(app, argc, argv);
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = twell::test::command_line(argc, argv);
   const int hidden = 2048, neurons = 5632;
 
   cudaDeviceProp properties{};
@@ -201,10 +200,6 @@ int main(int argc, char** argv) {
         {"ratio_paired", "median over repetitions of gate+pack / cuBLAS, repetition i with repetition i"},
         {"l2_flush_bytes", flush_bytes}}},
       {"results", results}};
-  if (output.empty()) {
-    std::printf("%s\n", document.dump(2).c_str());
-  } else {
-    twell::write_file_atomically(output, document.dump(2) + "\n");
-  }
+  twell::test::write_benchmark_json(document, output);
   return 0;
 }

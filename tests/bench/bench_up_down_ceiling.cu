@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "benchmark_output.hpp"
 #include "test_support.hpp"
-#include "twell/atomic_file.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/device_buffer.hpp"
 #include "twell/kernels/l2_flush.hpp"
@@ -252,8 +252,7 @@ int main(int argc, char** argv) try {
   app.add_option("--repetitions", repetitions)->check(CLI::PositiveNumber);
   app.add_option("--output", output, "JSON file (written atomically); stdout when absent");
   CLI11_PARSE(app, argc, argv);
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::string command = twell::test::command_line(argc, argv);
 
   int device = 0, driver = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
@@ -368,11 +367,7 @@ int main(int argc, char** argv) try {
         {"clock", "cuda events"},
         {"l2_flush_bytes", flusher.bytes()}}},
       {"results", results}};
-  if (output.empty()) {
-    std::cout << document.dump(2) << "\n";
-  } else {
-    twell::write_file_atomically(output, document.dump(2) + "\n");
-  }
+  twell::test::write_benchmark_json(document, output);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "bench_up_down_ceiling: " << error.what() << "\n";

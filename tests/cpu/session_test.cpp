@@ -184,7 +184,7 @@ TEST(Session, RecordsTheDevicesBreakEvenAndWhichLayersTheDispatchRunsDense) {
   EXPECT_NE(report.warnings[2].find("the per-layer dispatch runs 1 of 3 layers dense (layer 1)"),
             std::string::npos)
       << report.warnings[2];
-  EXPECT_NE(report.warnings[2].find("7.00 %, Fake GPU, D 16, N 512 (scripted)"), std::string::npos)
+  EXPECT_NE(report.warnings[2].find("7.00%, Fake GPU, D 16, N 512 (scripted)"), std::string::npos)
       << report.warnings[2];
 
   // Past every layer's density, the dispatch runs all of them on TwELL and says nothing.

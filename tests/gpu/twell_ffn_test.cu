@@ -283,8 +283,8 @@ TEST(FfnDispatch, ChoosesTwellOnlyBelowTheBreakEven) {
   const cuda::FfnShape unmeasured{1000, 192, 640, 8, true};
   const cuda::FfnBreakEven fallback = cuda::twell_break_even(unmeasured, ordinal);
   EXPECT_FALSE(fallback.measured);
-  EXPECT_EQ(fallback.density, cuda::kDefaultTwellBreakEven);
-  EXPECT_EQ(cuda::choose_ffn_path(0.9 * cuda::kDefaultTwellBreakEven, unmeasured, ordinal), FfnPath::Twell);
+  EXPECT_EQ(fallback.density, kConservativeTwellBreakEven);
+  EXPECT_EQ(cuda::choose_ffn_path(0.9 * kConservativeTwellBreakEven, unmeasured, ordinal), FfnPath::Twell);
   EXPECT_EQ(cuda::choose_ffn_path(0.01, unmeasured, ordinal), FfnPath::Dense);
 }
 

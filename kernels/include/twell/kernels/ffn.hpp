@@ -110,11 +110,9 @@ using FfnBreakEven = twell::FfnBreakEven;
 
 /// The density above which the dense FFN beats TwELL (Auto kernels) for this shape on `device`:
 /// from the table bench_ffn measured (same GPU model and compute capability, same D, N, C and
-/// gating; the nearest measured token count), else kDefaultTwellBreakEven, which is conservative:
-/// below every break-even measured so far with the Hopper gate, and TwELL at that density with the
-/// portable gate is still near dense.
+/// gating; the nearest measured token count), else the conservative default
+/// (twell::conservative_break_even, ffn_dispatch.hpp).
 FfnBreakEven twell_break_even(const FfnShape& shape, int device);
-inline constexpr double kDefaultTwellBreakEven = twell::kConservativeTwellBreakEven;
 
 /// Per-layer dispatch: FfnPath::Twell when the layer's measured gate density (fraction of
 /// activations > 0, e.g. from the profiler's previous pass) is below the break-even for this GPU

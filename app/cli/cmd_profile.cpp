@@ -223,6 +223,8 @@ void run_profile(const ProfileArguments& a) {
               report.device.name.c_str(), report.tracer.clock.c_str());
   if (const auto speedup = report.end_to_end_speedup())
     std::printf(", end-to-end TwELL/dense throughput %.3fx", *speedup);
+  if (const auto speedup = report.dispatch_end_to_end_speedup())
+    std::printf(", per-layer dispatch/dense %.3fx", *speedup);
   std::printf("\n");
   if (report.dispatch_break_even)
     std::printf("Dispatch: TwELL in %zu of %zu layers, below the break-even of %.2f %% (%s)\n",

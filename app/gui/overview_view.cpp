@@ -67,6 +67,10 @@ QList<QPair<QString, QString>> summaryRows(const ReportDocument& document) {
   add(QObject::tr("End to end, dense"), tokensPerMs(o.dense_tokens_per_ms));
   add(QObject::tr("End to end, TwELL"), tokensPerMs(o.twell_tokens_per_ms));
   add(QObject::tr("End-to-end speedup"), formatOptional(o.end_to_end_speedup, formatSpeedup));
+  if (o.dispatch_tokens_per_ms) {
+    add(QObject::tr("End to end, per-layer dispatch"), tokensPerMs(o.dispatch_tokens_per_ms));
+    add(QObject::tr("Dispatch speedup"), formatOptional(o.dispatch_speedup, formatSpeedup));
+  }
   add(QObject::tr("Overall density"), formatPercent(o.overall_density, 3));
   add(QObject::tr("Dead neurons"),
       QObject::tr("%1 of %2 (%3)")

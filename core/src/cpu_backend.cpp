@@ -43,7 +43,7 @@ std::uint64_t physical_memory_bytes() {
 TraceTag with_op(const TraceTag& base, int layer, const std::string& path, const char* op) {
   TraceTag tag = base;
   tag.layer = layer;
-  if (!path.empty()) tag.path = path;
+  if (tag.path.empty()) tag.path = path;  // a forward's own path ("dispatch") names all its ops
   tag.op = op;
   return tag;
 }
@@ -75,8 +75,8 @@ class CpuBackend final : public Backend {
                         const TraceTag& base_tag, const LayerHook& hook) override {
     const auto& model = weights();
     ForwardResult result;
+    options.check_layer_paths(model.layers.size());
     result.layers.resize(model.layers.size());
-    const std::string path_name = to_string(options.ffn_path);
 
     auto ffn_step = [&](std::size_t layer, const Matrix& input) -> Matrix {
       m_current_layer = layer;
@@ -84,8 +84,9 @@ class CpuBackend final : public Backend {
       m_last_output = {};
       if (hook) hook(layer);
       Matrix gate_pre;
-      Matrix out = run_path(layer, input, options.ffn_path, options.ffn, tracer,
-                            with_op(base_tag, int(layer), path_name, ""), &gate_pre,
+      const FfnPath path = options.path_of(layer);
+      Matrix out = run_path(layer, input, path, options.ffn, tracer,
+                            with_op(base_tag, int(layer), to_string(path), ""), &gate_pre,
                             &result.layers[layer].overflow_rows);
       if (options.capture_statistics) {
         const ScopedTrace scope(tracer, with_op(base_tag, static_cast<int>(layer), "", "statistics"));

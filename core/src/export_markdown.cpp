@@ -92,6 +92,8 @@ std::string export_markdown(const Report& report) {
                            {false, true, true, true, true, true});
     if (const auto speedup = report.end_to_end_speedup())
       out += "\nTwELL / dense throughput: **" + text::fixed(*speedup, 3) + "x**\n";
+    if (const auto speedup = report.dispatch_end_to_end_speedup())
+      out += "\nPer-layer dispatch / dense throughput: **" + text::fixed(*speedup, 3) + "x**\n";
     out += "\n";
   }
 

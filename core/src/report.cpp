@@ -24,11 +24,19 @@ const EndToEndPath* Report::find_end_to_end(const std::string& path) const {
   return nullptr;
 }
 
-std::optional<double> Report::end_to_end_speedup() const {
+std::optional<double> Report::throughput_over_dense(const std::string& path) const {
   const EndToEndPath* dense = find_end_to_end("dense");
-  const EndToEndPath* sparse = find_end_to_end("twell");
-  if (!dense || !sparse || dense->tokens_per_ms <= 0 || sparse->tokens_per_ms <= 0) return std::nullopt;
-  return sparse->tokens_per_ms / dense->tokens_per_ms;
+  const EndToEndPath* other = find_end_to_end(path);
+  if (!dense || !other || dense->tokens_per_ms <= 0 || other->tokens_per_ms <= 0) return std::nullopt;
+  return other->tokens_per_ms / dense->tokens_per_ms;
+}
+
+std::optional<double> Report::end_to_end_speedup() const {
+  return throughput_over_dense("twell");
+}
+
+std::optional<double> Report::dispatch_end_to_end_speedup() const {
+  return throughput_over_dense(kDispatchForwardPath);
 }
 
 std::optional<FfnPath> Report::dispatch_path(const LayerReport& layer) const {

@@ -108,7 +108,7 @@ ReportComparison compare_reports(const Report& a, const Report& b, const std::st
   out.dense_time_ratio = geometric_mean(dense_ratios);
   out.twell_time_ratio = geometric_mean(twell_ratios);
 
-  for (const char* path : {"dense", "twell"}) {
+  for (const char* path : {"dense", "twell", kDispatchForwardPath}) {
     const EndToEndPath* ea = a.find_end_to_end(path);
     const EndToEndPath* eb = b.find_end_to_end(path);
     if (!ea && !eb) continue;

@@ -88,6 +88,9 @@ Overview overview(const Report& report) {
   if (const EndToEndPath* twell = report.find_end_to_end("twell"))
     result.twell_tokens_per_ms = twell->tokens_per_ms;
   result.end_to_end_speedup = report.end_to_end_speedup();
+  if (const EndToEndPath* dispatch = report.find_end_to_end(kDispatchForwardPath))
+    result.dispatch_tokens_per_ms = dispatch->tokens_per_ms;
+  result.dispatch_speedup = report.dispatch_end_to_end_speedup();
 
   // The session stores these warnings in the report; a report built elsewhere (an older writer,
   // a test) gets them derived the same way.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "twell/error.hpp"
+#include "twell/sparsity_stats.hpp"
 #include "twell/timing_aggregate.hpp"
 #include "twell/trace_attribution.hpp"
 #include "twell/version.hpp"
@@ -35,6 +36,16 @@ FfnOptions ffn_options(const ProfileConfig& config) {
 
 FfnPath path_from_name(const std::string& name) {
   return name == "dense" ? FfnPath::Dense : FfnPath::Twell;
+}
+
+/// Each layer's path by the density the capture forward measured on this batch.
+std::vector<FfnPath> dispatch_layer_paths(const std::vector<std::optional<ActivationSummary>>& summaries,
+                                          const FfnBreakEven& break_even) {
+  std::vector<FfnPath> paths;
+  paths.reserve(summaries.size());
+  for (const auto& summary : summaries)
+    paths.push_back(choose_ffn_path(compute_sparsity_stats(*summary).density, break_even));
+  return paths;
 }
 
 /// Work is counted in "FFN runs": a whole forward costs about one per layer, so the per-layer
@@ -151,12 +162,18 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
       std::find(config.paths.begin(), config.paths.end(), "twell") != config.paths.end();
 
   const FfnOptions ffn = ffn_options(config);
+  data.break_even = m_backend.ffn_break_even(tokens.count(), ffn);
+  // The dispatch forward needs both paths measured and a break-even to choose between them by.
+  std::vector<std::string>& forward_paths = data.forward_paths;
+  if (config.end_to_end) {
+    forward_paths = config.paths;
+    if (compare_paths && data.break_even) forward_paths.push_back(kDispatchForwardPath);
+  }
   const double runs_per_path = double(config.warmup) + double(config.repetitions);
   const double layer_units = double(config.paths.size()) * runs_per_path;
   const double forward_units = double(layer_count);
-  const double total_units =
-      forward_units + double(selected_count) * layer_units +
-      (config.end_to_end ? double(config.paths.size()) * runs_per_path * forward_units : 0.0);
+  const double total_units = forward_units + double(selected_count) * layer_units +
+                             double(forward_paths.size()) * runs_per_path * forward_units;
   ProgressTracker tracker(progress, total_units);
 
   // Records left over from earlier work on this tracer belong to nobody in this report.
@@ -217,13 +234,16 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
 
     // 2. End to end.
     stage = "the end-to-end forwards";
-    if (config.end_to_end) {
-      const std::size_t forwards = config.paths.size() * std::size_t(runs_per_path);
+    if (!forward_paths.empty()) {
+      const std::size_t forwards = forward_paths.size() * std::size_t(runs_per_path);
       std::size_t forwards_done = 0;
       tracker.start("end_to_end", forwards);
-      for (const auto& path_name : config.paths) {
+      for (const auto& path_name : forward_paths) {
         ForwardOptions options;
-        options.ffn_path = path_from_name(path_name);
+        if (path_name == kDispatchForwardPath)
+          options.layer_paths = dispatch_layer_paths(data.summaries, *data.break_even);
+        else
+          options.ffn_path = path_from_name(path_name);
         options.ffn = ffn;
         for (std::uint32_t rep = 0; rep < config.warmup + config.repetitions; ++rep) {
           const bool warmup = rep < config.warmup;
@@ -269,8 +289,7 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
     entry.twell_vs_dense = data.errors[layer];
     report.layers.push_back(std::move(entry));
   }
-  for (const auto& path_name : config.paths) {
-    if (!config.end_to_end) break;
+  for (const auto& path_name : data.forward_paths) {
     timing::RecordFilter filter;
     filter.phase = kEndToEndPhase;
     filter.path = path_name;
@@ -294,7 +313,7 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
     }
   }
   sort_by_start(report.timeline);
-  report.dispatch_break_even = m_backend.ffn_break_even(tokens.count(), ffn_options(config));
+  report.dispatch_break_even = data.break_even;
   report.warnings = derive_report_warnings(report);
   return report;
 }
@@ -313,6 +332,7 @@ void Session::throw_incomplete(const Error& failure, const char* stage, const Pr
            !data.selected[std::size_t(record.tag.layer)];
   });
   data.forward_records.clear();
+  data.forward_paths.clear();
   ProfileConfig finished_config = config;
   finished_config.layers = finished;
   finished_config.end_to_end = false;

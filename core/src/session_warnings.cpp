@@ -75,16 +75,36 @@ void break_even_warning(const Report& report, std::vector<std::string>& out) {
 }
 
 /// Layers whose density passes the device's break-even run dense in a production forward; say
-/// which, and on what the threshold rests.
+/// which, on what the threshold rests, and where this run's own timings disagree with it.
 void dispatch_warning(const Report& report, std::vector<std::string>& out) {
-  const std::vector<int> dense = report.dispatched_layers(FfnPath::Dense);
-  if (dense.empty()) return;
+  if (!report.dispatch_break_even) return;
+  std::vector<int> dense, dense_yet_twell_faster, twell_yet_slower;
+  for (const auto& layer : report.layers) {
+    const std::optional<FfnPath> path = report.dispatch_path(layer);
+    const std::optional<double> speedup = layer.speedup();
+    if (path == FfnPath::Dense) dense.push_back(layer.index);
+    if (!path || !speedup) continue;
+    if (*path == FfnPath::Dense && *speedup > 1.0) dense_yet_twell_faster.push_back(layer.index);
+    if (*path == FfnPath::Twell && *speedup < 1.0) twell_yet_slower.push_back(layer.index);
+  }
   const FfnBreakEven& break_even = *report.dispatch_break_even;
-  out.push_back("the per-layer dispatch runs " + std::to_string(dense.size()) + " of " +
-                std::to_string(report.layers.size()) + " layers dense (layer" +
-                (dense.size() > 1 ? "s " : " ") + join_layers(dense) +
-                "): their density is at or past this device's break-even of " +
-                text::percent(break_even.density, 2) + ", " + break_even.basis);
+  const std::string threshold =
+      "this device's break-even of " + text::percent(break_even.density, 2) + ", " + break_even.basis;
+  auto layers = [](const std::vector<int>& list) {
+    return std::string("layer") + (list.size() > 1 ? "s " : " ") + join_layers(list);
+  };
+  if (!dense.empty()) {
+    std::string warning = "the per-layer dispatch runs " + std::to_string(dense.size()) + " of " +
+                          std::to_string(report.layers.size()) + " layers dense (" + layers(dense) +
+                          "): their density is at or past " + threshold;
+    if (!dense_yet_twell_faster.empty())
+      warning += "; TwELL measured faster in " + layers(dense_yet_twell_faster) +
+                 " in this run, so for this model the threshold is conservative";
+    out.push_back(std::move(warning));
+  }
+  if (!twell_yet_slower.empty())
+    out.push_back("the per-layer dispatch runs " + layers(twell_yet_slower) +
+                  " on TwELL, below " + threshold + ", but TwELL measured slower than dense there in this run");
 }
 
 }  // namespace

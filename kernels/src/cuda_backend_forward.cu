@@ -26,7 +26,7 @@ std::uint64_t ffn_workspace_bytes_per_token(const ModelConfig& config, const For
   const std::uint64_t compression = std::max<std::uint32_t>(options.ffn.compression, 2);
   // Dense: gate and hidden [M, N] (also the TwELL path's overflow fallback, at most M rows).
   std::uint64_t bytes = 2 * 2 * n;
-  if (options.ffn_path == FfnPath::Twell || with_hook) {
+  if (options.runs_any_layer_on(FfnPath::Twell) || with_hook) {
     bytes += padded / compression * 4  // packed words
              + 2 * 4                   // overflow flags and row list
              + 2 * 2 * d;              // gathered overflow rows in and out, at worst every row
@@ -53,7 +53,7 @@ std::uint64_t planned_forward_bytes(const ModelConfig& config, std::uint64_t tok
   std::uint64_t per_token = sizeof(std::int32_t) + 2 * (3 * d + qkv + attention);
   per_token += ffn_workspace_bytes_per_token(config, options, with_hook);
   if (with_hook) per_token += 2 * 2 * d;  // run_layer_ffn's dense and TwELL outputs
-  if (options.capture_statistics && options.ffn_path == FfnPath::Twell) per_token += 2 * n;
+  if (options.capture_statistics && options.runs_any_layer_on(FfnPath::Twell)) per_token += 2 * n;
   return tokens * per_token;
 }
 
@@ -145,6 +145,7 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     throw Error(Error::Kind::Unsupported, "forward: " + std::to_string(m) +
                                               " tokens in one forward exceed the " + std::to_string(INT_MAX) +
                                               " the FFN kernels index");
+  options.check_layer_paths(m_layers.size());
   const int d = static_cast<int>(m_config.hidden_size);
   const int q_heads = static_cast<int>(m_config.num_attention_heads);
   const int kv_heads = static_cast<int>(m_config.num_key_value_heads);
@@ -231,11 +232,11 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
       hook(l);
       m_hook = {};
     }
-    const bool keep_gate = options.capture_statistics && options.ffn_path == FfnPath::Dense;
+    const FfnPath path = options.path_of(l);
+    const bool keep_gate = options.capture_statistics && path == FfnPath::Dense;
     const bf16* gate_preactivation = nullptr;
-    result.layers[l].overflow_rows =
-        run_ffn(l, options.ffn_path, options.ffn, a.normed.data(), m, a.ffn_out.data(), tracer, base_tag,
-                keep_gate ? &gate_preactivation : nullptr);
+    result.layers[l].overflow_rows = run_ffn(l, path, options.ffn, a.normed.data(), m, a.ffn_out.data(),
+                                             tracer, base_tag, keep_gate ? &gate_preactivation : nullptr);
     if (options.capture_statistics)
       result.layers[l].summary =
           summarize_layer(l, gate_preactivation, m, options, tracer, tagged(layer, "statistics"));

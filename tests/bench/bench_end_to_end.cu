@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // bench_end_to_end: the whole backbone (embedding, every decoder layer, final norm; no LM head)
-// with dense FFNs and with TwELL FFNs, by the paper's protocol (TWELL_SPEC.md §5.1): seeded random
-// token ids, 64 x 2048 tokens by default, warm-up forwards, then timed repetitions (host clock
-// around each forward, which ends with a stream synchronisation). Reports tokens/ms per path and
-// the TwELL / dense ratio, a per-op time breakdown from one CUDA-event-traced forward per path, the
-// measured FFN density of the checkpoint on these tokens, and attention timed on its own.
-// JSON goes to stdout (or --output FILE); a summary goes to stderr.
+// with dense FFNs, with TwELL FFNs, and (unless --no-statistics) with each layer on the path the
+// per-layer dispatch picks for its measured density, by the paper's protocol (TWELL_SPEC.md §5.1): seeded
+// random token ids, 64 x 2048 tokens by default, warm-up forwards, then timed repetitions (host clock around
+// each forward, which ends with a stream synchronisation). Reports tokens/ms per path and the TwELL / dense
+// ratio, a per-op time breakdown from one CUDA-event-traced forward per path, the measured FFN density of the
+// checkpoint on these tokens, and attention timed on its own. JSON goes to stdout (or --output FILE); a
+// summary goes to stderr.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +57,8 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--compression", s.compression, "TwELL compression factor C")
       ->check(CLI::IsMember({2, 4, 8}));
   app.add_flag("--no-breakdown{false}", s.breakdown, "skip the per-operation breakdown");
-  app.add_flag("--no-statistics{false}", s.statistics, "skip the activation statistics");
+  app.add_flag("--no-statistics{false}", s.statistics,
+               "skip the activation statistics, and with them the per-layer dispatch forward");
   app.add_flag("--no-attention{false}", s.attention, "skip attention");
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
 }
@@ -77,15 +80,12 @@ struct Timing {
   }
 };
 
-nlohmann::json run_path(twell::Backend& backend, const twell::TokenBatch& tokens, twell::FfnPath path,
-                        const Settings& settings) {
-  twell::ForwardOptions options;
-  options.ffn_path = path;
-  options.ffn.compression = settings.compression;
+/// `name` is "dense", "twell", or "dispatch" (options.layer_paths set per layer).
+nlohmann::json run_forward(twell::Backend& backend, const twell::TokenBatch& tokens,
+                           const twell::ForwardOptions& options, const char* name, const Settings& settings) {
   twell::TraceTag tag;
   tag.phase = "end_to_end";
-  tag.path = twell::to_string(path);
-  const char* name = twell::to_string(path);
+  tag.path = name;
   std::cerr << "[" << name << "] warm-up x" << settings.warmup << "\n";
   std::uint64_t overflow_rows = 0;
   for (int i = 0; i < settings.warmup; ++i) backend.forward(tokens, options, nullptr, tag, {});
@@ -131,7 +131,16 @@ nlohmann::json run_path(twell::Backend& backend, const twell::TokenBatch& tokens
   return out;
 }
 
-nlohmann::json measure_density(twell::Backend& backend, const twell::TokenBatch& tokens) {
+twell::ForwardOptions forward_options(twell::FfnPath path, const Settings& settings) {
+  twell::ForwardOptions options;
+  options.ffn_path = path;
+  options.ffn.compression = settings.compression;
+  return options;
+}
+
+/// Fills `densities` with each layer's measured gate density.
+nlohmann::json measure_density(twell::Backend& backend, const twell::TokenBatch& tokens,
+                               std::vector<double>& densities) {
   twell::ForwardOptions options;
   options.capture_statistics = true;
   const twell::ForwardResult result = backend.forward(tokens, options, nullptr, twell::TraceTag{}, {});
@@ -146,6 +155,7 @@ nlohmann::json measure_density(twell::Backend& backend, const twell::TokenBatch&
       if (s.tile_count_histogram[k]) fullest = k;
     layers.push_back(
         {{"density", density}, {"nnz_per_token_mean", nnz / s.tokens}, {"fullest_tile", fullest}});
+    densities.push_back(density);
     total_density += density;
   }
   const double mean = result.layers.empty() ? 0 : total_density / static_cast<double>(result.layers.size());
@@ -211,12 +221,43 @@ int run(const Settings& settings, int argc, char** argv) {
 
   nlohmann::json results;
   // The reference runs TwELL first, then the dense baseline.
-  results["twell"] = run_path(*backend, tokens, twell::FfnPath::Twell, settings);
-  results["dense"] = run_path(*backend, tokens, twell::FfnPath::Dense, settings);
-  const double ratio =
-      results["twell"]["tokens_per_ms"].get<double>() / results["dense"]["tokens_per_ms"].get<double>();
+  results["twell"] =
+      run_forward(*backend, tokens, forward_options(twell::FfnPath::Twell, settings), "twell", settings);
+  results["dense"] =
+      run_forward(*backend, tokens, forward_options(twell::FfnPath::Dense, settings), "dense", settings);
+  const double dense_tokens_per_ms = results["dense"]["tokens_per_ms"].get<double>();
+  const double ratio = results["twell"]["tokens_per_ms"].get<double>() / dense_tokens_per_ms;
   results["twell_over_dense_tokens_per_ms"] = ratio;
   std::fprintf(stderr, "TwELL / dense throughput: %.3fx\n", ratio);
+
+  nlohmann::json density;
+  if (settings.statistics) {
+    // The per-layer dispatch needs each layer's density: measured on these tokens, as the
+    // profiler's capture forward does.
+    std::vector<double> densities;
+    density = measure_density(*backend, tokens, densities);
+    twell::ForwardOptions dispatch = forward_options(twell::FfnPath::Dense, settings);
+    const std::optional<twell::FfnBreakEven> break_even =
+        backend->ffn_break_even(tokens.count(), dispatch.ffn);
+    if (break_even) {
+      nlohmann::json paths = nlohmann::json::array();
+      for (double d : densities) {
+        dispatch.layer_paths.push_back(twell::choose_ffn_path(d, *break_even));
+        paths.push_back(twell::to_string(dispatch.layer_paths.back()));
+      }
+      results["dispatch"] = run_forward(*backend, tokens, dispatch, twell::kDispatchForwardPath, settings);
+      results["dispatch"]["layer_paths"] = paths;
+      results["dispatch"]["break_even"] = {
+          {"density", break_even->density}, {"measured", break_even->measured}, {"basis", break_even->basis}};
+      const double dispatch_ratio = results["dispatch"]["tokens_per_ms"].get<double>() / dense_tokens_per_ms;
+      results["dispatch_over_dense_tokens_per_ms"] = dispatch_ratio;
+      std::fprintf(stderr, "per-layer dispatch / dense throughput: %.3fx (TwELL in %zu of %zu layers)\n",
+                   dispatch_ratio,
+                   static_cast<std::size_t>(std::count(dispatch.layer_paths.begin(),
+                                                       dispatch.layer_paths.end(), twell::FfnPath::Twell)),
+                   dispatch.layer_paths.size());
+    }
+  }
 
   nlohmann::json document = {
       {"benchmark", "end_to_end"},
@@ -254,7 +295,7 @@ int run(const Settings& settings, int argc, char** argv) {
         {"compression", settings.compression}}},
       {"load_seconds", load_s},
       {"results", results}};
-  if (settings.statistics) document["ffn_density"] = measure_density(*backend, tokens);
+  if (settings.statistics) document["ffn_density"] = density;
   if (settings.attention) {
     backend.reset();  // attention alone gets the device memory to itself
     document["attention_alone"] = time_attention(config, settings);

@@ -124,6 +124,52 @@ TEST(CpuBackend, ForwardMatchesTheReferenceForwardWithTheReferenceFfn) {
   }
 }
 
+TEST(CpuBackend, ForwardRunsEachLayerOnItsOwnPathWhenGivenOne) {
+  const auto backend = loaded_backend();
+  const auto tokens = twell::random_tokens(1, 96, 512, 8);
+  twell::ForwardOptions dense;
+  dense.keep_final_hidden = true;
+  const Matrix expected = backend->forward(tokens, dense, nullptr, {}, {}).final_hidden;
+
+  for (const auto& paths : {std::vector<FfnPath>{FfnPath::Twell, FfnPath::Dense},
+                            std::vector<FfnPath>{FfnPath::Dense, FfnPath::Twell}}) {
+    twell::ForwardOptions options;
+    options.ffn_path = FfnPath::Dense;  // overridden by layer_paths
+    options.layer_paths = paths;
+    options.keep_final_hidden = true;
+    options.capture_statistics = true;
+    options.map_shape = {8, 16};
+    RecordingTracer tracer;
+    twell::TraceTag base;
+    base.phase = "end_to_end";
+    base.path = "dispatch";
+    const auto result = backend->forward(tokens, options, &tracer, base, {});
+    EXPECT_LT(twell::compare_outputs(expected, result.final_hidden).rel_frobenius, 1e-5);
+    std::set<std::string> ffn_ops[2];
+    for (const auto& tag : tracer.tags()) {
+      EXPECT_EQ(tag.path, "dispatch") << tag.op;  // the forward's own name stays on every op
+      if (tag.layer >= 0) ffn_ops[tag.layer].insert(tag.op);
+    }
+    for (std::size_t layer = 0; layer < 2; ++layer) {
+      const bool twell_layer = paths[layer] == FfnPath::Twell;
+      EXPECT_EQ(ffn_ops[layer].count("gate_pack"), twell_layer ? 1u : 0u) << layer;
+      EXPECT_EQ(ffn_ops[layer].count("gate_up"), twell_layer ? 0u : 1u) << layer;
+      EXPECT_EQ(result.layers[layer].summary.tokens, 96u) << layer;  // statistics on either path
+    }
+  }
+
+  twell::ForwardOptions short_list;
+  short_list.layer_paths = {FfnPath::Twell};
+  try {
+    backend->forward(tokens, short_list, nullptr, {}, {});
+    ADD_FAILURE() << "a path list for 1 of 2 layers was accepted";
+  } catch (const twell::Error& e) {
+    EXPECT_EQ(e.kind(), twell::Error::Kind::InvalidInput);
+    EXPECT_NE(std::string(e.what()).find("FFN paths for 1 layers, but the model has 2"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CpuBackend, RunLayerFfnInTheHookAgreesAcrossPathsAndIsTagged) {
   const auto backend = loaded_backend();
   RecordingTracer tracer;
@@ -158,8 +204,8 @@ TEST(CpuBackend, RunLayerFfnInTheHookAgreesAcrossPathsAndIsTagged) {
   layer_ffn_ops.erase("twell:overflow_dense");
   EXPECT_EQ(layer_ffn_ops,
             (std::set<std::string>{"dense:gate_up", "dense:down", "twell:gate_pack", "twell:up_down"}));
-  for (const char* op : {"embedding", "attn_norm", "qkv", "rope", "attention", "o_proj",
-                         "ffn_norm", "gate_up", "down", "final_norm"})
+  for (const char* op : {"embedding", "attn_norm", "qkv", "rope", "attention", "o_proj", "ffn_norm",
+                         "gate_up", "down", "final_norm"})
     EXPECT_TRUE(forward_ops.count(op)) << op;
 
   // Outside a hook there is no current layer.

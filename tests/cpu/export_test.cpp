@@ -289,6 +289,12 @@ TEST(ExportMarkdown, SummaryHasFactsWarningsAndOneRowPerLayer) {
   EXPECT_NE(text.find("## Warnings\n\n- TwELL is slower"), std::string::npos);
   EXPECT_NE(text.find("CPU timings"), std::string::npos);
   EXPECT_NE(text.find("TwELL / dense throughput: **1.250x**"), std::string::npos);
+  EXPECT_EQ(text.find("Per-layer dispatch"), std::string::npos);  // no dispatch forward ran
+  report.end_to_end.push_back(
+      {twell::kDispatchForwardPath, report.end_to_end[0].forward, report.end_to_end[0].tokens_per_ms * 1.5});
+  const std::string with_dispatch = twell::export_markdown(report);
+  EXPECT_NE(with_dispatch.find("| dispatch | "), std::string::npos);
+  EXPECT_NE(with_dispatch.find("Per-layer dispatch / dense throughput: **1.500x**"), std::string::npos);
   const auto table = text.find("| layer | density |");
   ASSERT_NE(table, std::string::npos);
   for (const auto& layer : report.layers)

@@ -58,6 +58,7 @@ class FakeBackend final : public twell::Backend {
   twell::DeviceInfo device_info{"cuda", "Fake GPU", "9.0", 132, 1 << 30, "580", "13.0", "hopper-sm90a"};
   std::map<std::pair<std::size_t, std::string>, int> layer_runs;
   int flushes = 0, compares = 0, forwards = 0;
+  std::vector<std::vector<FfnPath>> forward_layer_paths;  ///< ForwardOptions::layer_paths of each forward
   std::optional<std::size_t> fail_in_layer;       ///< run_layer_ffn on this layer throws a device error
   bool fail_end_to_end = false;                   ///< forwards without statistics throw a device error
   std::optional<twell::FfnBreakEven> break_even;  ///< what ffn_break_even answers (none by default)
@@ -72,6 +73,8 @@ class FakeBackend final : public twell::Backend {
                                twell::Tracer* tracer, const twell::TraceTag& base,
                                const twell::LayerHook& hook) override {
     ++forwards;
+    options.check_layer_paths(kLayers);
+    forward_layer_paths.push_back(options.layer_paths);
     if (fail_end_to_end && !options.capture_statistics)
       throw twell::Error(twell::Error::Kind::Device, "scripted device fault in a forward");
     twell::ForwardResult result;
@@ -82,7 +85,7 @@ class FakeBackend final : public twell::Backend {
       m_current = int(layer);
       if (hook) hook(layer);
       m_current = -1;
-      run_ops(layer, options.ffn_path, tracer, base);
+      run_ops(layer, options.path_of(layer), tracer, base);
       if (options.capture_statistics)
         result.layers[layer].summary = fake_summary(layer, static_cast<std::uint32_t>(tokens.count()));
       if (options.on_layer_done) options.on_layer_done(layer, result.layers[layer]);
@@ -120,7 +123,7 @@ class FakeBackend final : public twell::Backend {
                               const char* op) {
     twell::TraceTag tag = base;
     tag.layer = layer;
-    if (!path.empty()) tag.path = path;
+    if (tag.path.empty()) tag.path = path;
     tag.op = op;
     return tag;
   }

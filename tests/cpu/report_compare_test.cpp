@@ -25,6 +25,7 @@ TEST(ReportCompare, LayerDeltasSummaryAndChangedLayers) {
   set_medians(b.layers[2], 100.0, 40.0);  // TwELL 20 % faster
   b.layers[1].sparsity.density = a.layers[1].sparsity.density + 0.01;
   b.end_to_end[1].tokens_per_ms = a.end_to_end[1].tokens_per_ms * 1.1;
+  b.end_to_end.push_back({twell::kDispatchForwardPath, b.end_to_end[1].forward, 321.0});
 
   const twell::ReportComparison c = twell::compare_reports(a, b, "a.json", "b.json");
   ASSERT_EQ(c.layers.size(), 3u);
@@ -36,8 +37,12 @@ TEST(ReportCompare, LayerDeltasSummaryAndChangedLayers) {
   EXPECT_DOUBLE_EQ(*c.dense_time_ratio, 1.0);
   EXPECT_EQ(c.slower_layers, std::vector<int>{1});
   EXPECT_EQ(c.faster_layers, std::vector<int>{2});
-  ASSERT_EQ(c.end_to_end.size(), 2u);
+  ASSERT_EQ(c.end_to_end.size(), 3u);
   EXPECT_NEAR(*c.end_to_end[1].ratio(), 1.1, 1e-12);
+  EXPECT_EQ(c.end_to_end[2].path, "dispatch");  // in B only: no ratio, but listed
+  EXPECT_FALSE(c.end_to_end[2].tokens_per_ms_a);
+  EXPECT_DOUBLE_EQ(*c.end_to_end[2].tokens_per_ms_b, 321.0);
+  EXPECT_FALSE(c.end_to_end[2].ratio());
   EXPECT_TRUE(c.caveats.empty()) << c.caveats.front();
 
   const std::string text = twell::comparison_text(c);

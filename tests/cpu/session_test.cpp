@@ -180,19 +180,91 @@ TEST(Session, RecordsTheDevicesBreakEvenAndWhichLayersTheDispatchRunsDense) {
   EXPECT_EQ(report.dispatched_layers(FfnPath::Twell), (std::vector<int>{0, 2}));
   EXPECT_EQ(report.dispatched_layers(FfnPath::Dense), (std::vector<int>{1}));
   EXPECT_EQ(report.dispatch_path(report.layers[1]), FfnPath::Dense);
-  ASSERT_EQ(report.warnings.size(), 3u) << ::testing::PrintToString(report.warnings);
+  // The scripted timings: TwELL faster in layers 0 and 1, slower in layer 2. The dispatch's
+  // threshold disagrees with them in layer 1 (sent dense) and layer 2 (sent to TwELL): both said.
+  ASSERT_EQ(report.warnings.size(), 4u) << ::testing::PrintToString(report.warnings);
   EXPECT_NE(report.warnings[2].find("the per-layer dispatch runs 1 of 3 layers dense (layer 1)"),
             std::string::npos)
       << report.warnings[2];
   EXPECT_NE(report.warnings[2].find("7.00%, Fake GPU, D 16, N 512 (scripted)"), std::string::npos)
       << report.warnings[2];
+  EXPECT_NE(report.warnings[2].find("TwELL measured faster in layer 1 in this run"), std::string::npos)
+      << report.warnings[2];
+  EXPECT_NE(report.warnings[3].find("runs layer 2 on TwELL, below this device's break-even of 7.00%"),
+            std::string::npos)
+      << report.warnings[3];
+  EXPECT_NE(report.warnings[3].find("TwELL measured slower than dense there"), std::string::npos)
+      << report.warnings[3];
 
-  // Past every layer's density, the dispatch runs all of them on TwELL and says nothing.
+  // Past every layer's density, the dispatch runs all of them on TwELL: no layer dense, only the
+  // one whose timing disagrees is named.
   SessionFixture generous;
   generous.backend.break_even = twell::FfnBreakEven{0.5, false, "conservative default (test)"};
   const twell::Report all_twell = generous.run();
   EXPECT_EQ(all_twell.dispatched_layers(FfnPath::Twell).size(), 3u);
-  EXPECT_EQ(all_twell.warnings.size(), 2u);
+  ASSERT_EQ(all_twell.warnings.size(), 3u) << ::testing::PrintToString(all_twell.warnings);
+  EXPECT_NE(all_twell.warnings[2].find("runs layer 2 on TwELL"), std::string::npos) << all_twell.warnings[2];
+
+  // Only layers 0 and 1 profiled, both faster on TwELL, both below the threshold: nothing to say.
+  SessionFixture agreeing;
+  agreeing.backend.break_even = twell::FfnBreakEven{0.5, false, "conservative default (test)"};
+  agreeing.config.layers = {0, 1};
+  const twell::Report agreed = agreeing.run();
+  for (const auto& warning : agreed.warnings)
+    EXPECT_EQ(warning.find("per-layer dispatch"), std::string::npos) << warning;
+}
+
+TEST(Session, RunsAForwardThatFollowsTheDispatchLayerByLayer) {
+  // Layers 0 and 2 below the break-even (TwELL), layer 1 past it (dense).
+  SessionFixture f;
+  f.backend.break_even = twell::FfnBreakEven{0.07, true, "Fake GPU (scripted)"};
+  const twell::Report report = f.run();
+  ASSERT_EQ(report.end_to_end.size(), 3u);
+  EXPECT_EQ(report.end_to_end[2].path, twell::kDispatchForwardPath);
+  // Embedding 1 µs; layers 0 and 2 on TwELL (0.5 + 2, 0.5 + 11), layer 1 dense (0.5 + 4).
+  EXPECT_DOUBLE_EQ(report.end_to_end[2].forward.median_us, 1.0 + 2.5 + 4.5 + 11.5);
+  EXPECT_EQ(report.end_to_end[2].forward.count, 3u);
+  ASSERT_TRUE(report.dispatch_end_to_end_speedup());
+  EXPECT_DOUBLE_EQ(*report.dispatch_end_to_end_speedup(), 14.5 / 19.5);
+  // The capture and the dense and TwELL forwards leave the paths to ffn_path; the dispatch forward
+  // names one per layer, the same choice the report states.
+  const std::vector<FfnPath> chosen{FfnPath::Twell, FfnPath::Dense, FfnPath::Twell};
+  int dispatch_forwards = 0;
+  for (const auto& paths : f.backend.forward_layer_paths) {
+    if (paths.empty()) continue;
+    EXPECT_EQ(paths, chosen);
+    ++dispatch_forwards;
+  }
+  EXPECT_EQ(dispatch_forwards, 2 + 3);  // warm-ups and timed repetitions
+  for (int l = 0; l < kLayers; ++l) EXPECT_EQ(report.dispatch_path(report.layers[l]), chosen[l]);
+  // The timeline keeps the dispatch forward's first timed repetition, every op under its name.
+  bool dense_ffn_in_dispatch = false;
+  for (const auto& record : report.timeline)
+    if (record.tag.phase == "end_to_end" && record.tag.path == twell::kDispatchForwardPath &&
+        record.tag.layer == 1 && record.tag.op == "gate_up")
+      dense_ffn_in_dispatch = true;
+  EXPECT_TRUE(dense_ffn_in_dispatch);
+  const twell::Report reread = twell::parse_report(twell::report_to_json_text(report), "dispatch");
+  EXPECT_EQ(reread.end_to_end, report.end_to_end);
+}
+
+TEST(Session, RunsNoDispatchForwardWithoutABreakEvenOrBothPaths) {
+  SessionFixture without;
+  EXPECT_EQ(without.run().end_to_end.size(), 2u);
+  for (const auto& paths : without.backend.forward_layer_paths) EXPECT_TRUE(paths.empty());
+
+  SessionFixture dense_only;
+  dense_only.backend.break_even = twell::FfnBreakEven{0.07, true, "Fake GPU (scripted)"};
+  dense_only.config.paths = {"dense"};
+  const twell::Report report = dense_only.run();
+  ASSERT_EQ(report.end_to_end.size(), 1u);
+  EXPECT_FALSE(report.dispatch_end_to_end_speedup());
+
+  SessionFixture no_forwards;
+  no_forwards.backend.break_even = twell::FfnBreakEven{0.07, true, "Fake GPU (scripted)"};
+  no_forwards.config.end_to_end = false;
+  EXPECT_TRUE(no_forwards.run().end_to_end.empty());
+  EXPECT_EQ(no_forwards.backend.forwards, 1);  // the capture only
 }
 
 TEST(Session, SaysWhenTimingsAreCpuTimingsOrCameFromAFallbackTracer) {

@@ -53,9 +53,17 @@ void profile_preset_on_cuda(const std::string& preset, const std::string& extra_
   for (const auto& record : report.timeline) kernels += record.kind == "kernel";
   EXPECT_GT(kernels, 0u);
   EXPECT_FALSE(report.kernels.empty());
-  ASSERT_EQ(report.end_to_end.size(), 2u);
-  EXPECT_GT(report.end_to_end[0].tokens_per_ms, 0.0);
-  // The CUDA backend always states the break-even its dispatch applies, and the CLI says so.
+  // Dense, TwELL, and the forward that follows the per-layer dispatch (the CUDA backend always
+  // states a break-even), each with its own kernels in the timeline.
+  ASSERT_EQ(report.end_to_end.size(), 3u);
+  EXPECT_EQ(report.end_to_end[2].path, twell::kDispatchForwardPath);
+  for (const auto& forward : report.end_to_end) EXPECT_GT(forward.tokens_per_ms, 0.0) << forward.path;
+  ASSERT_TRUE(report.dispatch_end_to_end_speedup());
+  EXPECT_NE(result.output.find("per-layer dispatch/dense "), std::string::npos) << result.output;
+  std::size_t dispatch_kernels = 0;
+  for (const auto& record : report.timeline)
+    dispatch_kernels += record.kind == "kernel" && record.tag.path == twell::kDispatchForwardPath;
+  EXPECT_GT(dispatch_kernels, 0u);
   ASSERT_TRUE(report.dispatch_break_even);
   EXPECT_GT(report.dispatch_break_even->density, 0.0);
   EXPECT_FALSE(report.dispatch_break_even->basis.empty());

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gpu_test_support.hpp"
@@ -80,7 +81,16 @@ CpuForward cpu_forward(const Checkpoint& checkpoint, const TokenBatch& tokens) {
   return out;
 }
 
-TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPaths) {
+/// Keeps every tag pushed; times nothing.
+struct TagRecorder final : Tracer {
+  std::vector<TraceTag> tags;
+  TracerInfo info() const override { return {"tags", "none", "", false}; }
+  void push(const TraceTag& tag) override { tags.push_back(tag); }
+  void pop() override {}
+  std::vector<KernelRecord> collect() override { return {}; }
+};
+
+TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
   TWELL_REQUIRE_CUDA_DEVICE();
   const Checkpoint checkpoint = Checkpoint::open(tiny_model());
   const auto& config = checkpoint.config();
@@ -97,10 +107,30 @@ TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPaths) {
   const auto neurons = static_cast<std::uint32_t>(config.intermediate_size);
   options.map_shape = {tokens_count, neurons};  // one cell per (token, neuron): the exact firing mask
 
-  for (FfnPath path : {FfnPath::Dense, FfnPath::Twell}) {
-    SCOPED_TRACE(to_string(path));
-    options.ffn_path = path;
-    const ForwardResult result = backend->forward(tokens, options, nullptr, TraceTag{}, {});
+  // Every layer dense, every layer TwELL, then layer by layer alternating (the dispatch forward).
+  std::vector<FfnPath> alternating(checkpoint.layer_count());
+  for (std::size_t l = 0; l < alternating.size(); ++l)
+    alternating[l] = l % 2 ? FfnPath::Dense : FfnPath::Twell;
+  for (const std::vector<FfnPath>& layer_paths :
+       {std::vector<FfnPath>(alternating.size(), FfnPath::Dense),
+        std::vector<FfnPath>(alternating.size(), FfnPath::Twell), alternating}) {
+    const bool mixed = layer_paths == alternating;
+    SCOPED_TRACE(mixed ? "per-layer paths" : to_string(layer_paths[0]));
+    options.ffn_path = layer_paths[0];
+    options.layer_paths = mixed ? layer_paths : std::vector<FfnPath>{};
+    TagRecorder tracer;
+    TraceTag base;
+    base.path = mixed ? "dispatch" : "";
+    const ForwardResult result = backend->forward(tokens, options, &tracer, base, {});
+    std::set<int> ffn_layers_seen;
+    for (const TraceTag& tag : tracer.tags) {
+      if (tag.layer < 0 || (tag.op != "gate_pack" && tag.op != "gate_up")) continue;
+      ffn_layers_seen.insert(tag.layer);
+      // Each layer's FFN ran on its own path, under the forward's name when it has one.
+      EXPECT_EQ(tag.op == "gate_pack", layer_paths[std::size_t(tag.layer)] == FfnPath::Twell) << tag.layer;
+      if (mixed) EXPECT_EQ(tag.path, "dispatch");
+    }
+    EXPECT_EQ(ffn_layers_seen.size(), layer_paths.size());
     ASSERT_EQ(result.layers.size(), expected.hidden.size());
     for (std::size_t l = 0; l < result.layers.size(); ++l) {
       SCOPED_TRACE("layer " + std::to_string(l));
@@ -132,6 +162,10 @@ TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPaths) {
     }
     EXPECT_GE(cosine(result.final_hidden, expected.final_hidden), 0.999);
   }
+
+  ForwardOptions wrong_count;
+  wrong_count.layer_paths.assign(checkpoint.layer_count() + 1, FfnPath::Twell);
+  EXPECT_THROW(backend->forward(tokens, wrong_count, nullptr, TraceTag{}, {}), Error);
 }
 
 TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {

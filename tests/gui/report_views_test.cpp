@@ -52,7 +52,14 @@ TEST(ReportViews, OverviewWeighsDensityAndCollectsWarnings) {
   for (const auto& l : report.layers) sum += l.sparsity.density;
   EXPECT_NEAR(o.overall_density, sum / kSampleLayers, 1e-12);  // equal tokens x neurons per layer
   EXPECT_DOUBLE_EQ(*o.end_to_end_speedup, 1.2);
+  EXPECT_DOUBLE_EQ(*o.dispatch_tokens_per_ms, 128.0);
+  EXPECT_DOUBLE_EQ(*o.dispatch_speedup, 1.28);
   EXPECT_EQ(o.layers_below_break_even, 1u);
+
+  twell::Report without_dispatch = report;
+  without_dispatch.end_to_end.pop_back();
+  EXPECT_FALSE(views::overview(without_dispatch).dispatch_tokens_per_ms);
+  EXPECT_FALSE(views::overview(without_dispatch).dispatch_speedup);
   const bool mentionsOverflow = std::any_of(o.warnings.begin(), o.warnings.end(), [](const std::string& w) {
     return w.find("overflow") != std::string::npos;
   });

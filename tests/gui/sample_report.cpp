@@ -112,6 +112,7 @@ twell::Report makeSampleReport() {
   }
   report.end_to_end.push_back({"dense", stat(640.0), 100.0});
   report.end_to_end.push_back({"twell", stat(533.3), 120.0});
+  report.end_to_end.push_back({twell::kDispatchForwardPath, stat(500.0), 128.0});
   return report;
 }
 

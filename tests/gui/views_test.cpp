@@ -53,7 +53,8 @@ TEST_F(GuiTest, OpeningAReportFillsEveryView) {
   const twell::Report expected = makeSampleReport();
 
   const QString summary = window->overview()->summaryText();
-  for (const char* part : {"Test GPU", "cupti", "100 tokens/ms", "120 tokens/ms", "1.200×", "C=8"})
+  for (const char* part : {"Test GPU", "cupti", "100 tokens/ms", "120 tokens/ms", "1.200×", "C=8",
+                           "per-layer dispatch", "128 tokens/ms", "1.280×"})
     EXPECT_TRUE(summary.contains(QString::fromUtf8(part))) << part << "\n" << summary.toStdString();
   EXPECT_TRUE(window->overview()->warnings().join(QLatin1Char('\n')).contains(QStringLiteral("overflow")));
 

@@ -42,6 +42,9 @@ struct LayerCapture {
 
 struct ForwardOptions {
   FfnPath ffn_path = FfnPath::Dense;
+  /// The path of each layer's FFN, in layer order (the per-layer dispatch); when empty, every
+  /// layer runs on ffn_path. Otherwise it names every layer of the model, or the forward refuses.
+  std::vector<FfnPath> layer_paths;
   FfnOptions ffn;
   bool capture_statistics = false;  ///< fill ForwardResult::layers[i].summary
   MapShape map_shape;
@@ -50,6 +53,11 @@ struct ForwardOptions {
   /// Called as each layer finishes (its FFN and statistics done), so a caller keeps the layers that
   /// finished when a later one fails.
   std::function<void(std::size_t layer, const LayerCapture& capture)> on_layer_done;
+
+  FfnPath path_of(std::size_t layer) const;
+  bool runs_any_layer_on(FfnPath path) const;
+  /// Throws Error::InvalidInput when layer_paths is neither empty nor one path per layer.
+  void check_layer_paths(std::size_t layer_count) const;
 };
 
 struct ForwardResult {

@@ -17,6 +17,10 @@ struct FfnBreakEven {
   bool operator==(const FfnBreakEven&) const = default;
 };
 
+/// The end-to-end forward whose layers each run on the path this dispatch chooses; the name
+/// reports and traces give it beside "dense" and "twell".
+inline constexpr const char* kDispatchForwardPath = "dispatch";
+
 /// Below every break-even measured with the Hopper kernels so far; where TwELL with the portable
 /// kernels is still near dense. Used where nothing was measured for the device and shape.
 inline constexpr double kConservativeTwellBreakEven = 0.0025;

@@ -110,8 +110,12 @@ struct Report {
   /// Indices of the layers the dispatch runs on `path` (none without a break-even).
   std::vector<int> dispatched_layers(FfnPath path) const;
   const EndToEndPath* find_end_to_end(const std::string& path) const;
+  /// `path`'s end-to-end tokens/ms over dense's, when both were measured.
+  std::optional<double> throughput_over_dense(const std::string& path) const;
   /// TwELL tokens/ms over dense tokens/ms, when both were measured.
   std::optional<double> end_to_end_speedup() const;
+  /// The per-layer dispatch forward's tokens/ms over dense's, when both were measured.
+  std::optional<double> dispatch_end_to_end_speedup() const;
   bool operator==(const Report&) const = default;
 };
 

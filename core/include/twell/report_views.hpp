@@ -36,6 +36,8 @@ struct Overview {
   double overall_density = 0;  ///< non-zeros over all (token, neuron) pairs of every layer
   std::uint64_t dead_neurons = 0, neurons = 0;
   std::optional<double> dense_tokens_per_ms, twell_tokens_per_ms, end_to_end_speedup;
+  /// The forward with each layer on the path the per-layer dispatch picked, and its speedup over dense.
+  std::optional<double> dispatch_tokens_per_ms, dispatch_speedup;
   std::size_t layers_below_break_even = 0;  ///< layers with measured speedup < 1
   std::vector<std::string> warnings;        ///< the report's, plus any derive_report_warnings adds
 };

@@ -50,7 +50,9 @@ ModelSummary summarize_model(const Checkpoint& checkpoint, const std::string& so
 ///    flushed before each timed repetition when config.flush_l2), then TwELL's output compared
 ///    with dense's;
 /// 2. when config.end_to_end, the whole forward with each FFN path (phase "end_to_end"), warm-up
-///    then timed repetitions; tokens/ms from each repetition's span;
+///    then timed repetitions; tokens/ms from each repetition's span. When both paths are profiled
+///    and the backend states a break-even, also the forward with each layer on the path the
+///    per-layer dispatch picks for the density step 1 measured (path "dispatch");
 /// 3. the Report, with warnings a reader must not miss (tile overflow at the chosen C, layers
 ///    where TwELL is slower than dense, CPU timings, a fallback tracer).
 /// The backend must be loaded with the model `model` describes. A cancelled run throws Cancelled
@@ -72,6 +74,8 @@ class Session {
     std::vector<std::uint64_t> overflow_rows;
     std::vector<std::optional<ErrorMetrics>> errors;
     std::vector<KernelRecord> layer_records, forward_records;
+    std::optional<FfnBreakEven> break_even;  ///< the backend's, for this run's token count
+    std::vector<std::string> forward_paths;  ///< the end-to-end forwards, in the order they ran
   };
   Report assemble_report(const ProfileConfig& config, const TokenBatch& tokens, const RunData& data) const;
   [[noreturn]] void throw_incomplete(const Error& failure, const char* stage, const ProfileConfig& config,

@@ -38,6 +38,20 @@ const char* memcpy_direction(std::uint8_t copy_kind) {
   }
 }
 
+/// The fields every timed activity record carries, under the same CUPTI names.
+template <typename Activity>
+KernelRecord record_of(const char* kind, const Activity& activity) {
+  KernelRecord record;
+  record.kind = kind;
+  record.start_ns = activity.start;
+  record.end_ns = activity.end;
+  record.device = activity.deviceId;
+  record.context = activity.contextId;
+  record.stream = activity.streamId;
+  record.correlation_id = activity.correlationId;
+  return record;
+}
+
 template <typename Activity>
 void feed(const CUpti_Activity* activity, TagCorrelator& correlator, BufferTally& tally) {
   const auto& typed = *reinterpret_cast<const Activity*>(activity);
@@ -70,47 +84,26 @@ std::string demangle(const char* name) {
 }
 
 KernelRecord to_record(const KernelActivity& kernel) {
-  KernelRecord record;
-  record.kind = "kernel";
+  KernelRecord record = record_of("kernel", kernel);
   record.name = demangle(kernel.name);
-  record.start_ns = kernel.start;
-  record.end_ns = kernel.end;
-  record.device = kernel.deviceId;
-  record.context = kernel.contextId;
-  record.stream = kernel.streamId;
   record.grid = {kernel.gridX, kernel.gridY, kernel.gridZ};
   record.block = {kernel.blockX, kernel.blockY, kernel.blockZ};
   record.registers_per_thread = kernel.registersPerThread;
   record.static_shared_bytes = kernel.staticSharedMemory;
   record.dynamic_shared_bytes = kernel.dynamicSharedMemory;
-  record.correlation_id = kernel.correlationId;
   return record;
 }
 
 KernelRecord to_record(const MemcpyActivity& memcpy) {
-  KernelRecord record;
-  record.kind = "memcpy";
+  KernelRecord record = record_of("memcpy", memcpy);
   record.name = std::string("memcpy ") + memcpy_direction(memcpy.copyKind);
-  record.start_ns = memcpy.start;
-  record.end_ns = memcpy.end;
-  record.device = memcpy.deviceId;
-  record.context = memcpy.contextId;
-  record.stream = memcpy.streamId;
-  record.correlation_id = memcpy.correlationId;
   record.bytes = memcpy.bytes;
   return record;
 }
 
 KernelRecord to_record(const MemsetActivity& memset) {
-  KernelRecord record;
-  record.kind = "memset";
+  KernelRecord record = record_of("memset", memset);
   record.name = "memset";
-  record.start_ns = memset.start;
-  record.end_ns = memset.end;
-  record.device = memset.deviceId;
-  record.context = memset.contextId;
-  record.stream = memset.streamId;
-  record.correlation_id = memset.correlationId;
   record.bytes = memset.bytes;
   return record;
 }

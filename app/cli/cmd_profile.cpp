@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct ProfileArguments {
   bool no_end_to_end = false;
   bool no_flush_l2 = false;
   bool highest_precision = false;
+  std::optional<double> dispatch_break_even;
   std::uint32_t map_rows = 256, map_cols = 512;
   std::string out;
   bool quiet = false;
@@ -184,6 +186,7 @@ void run_profile(const ProfileArguments& a) {
   config.flush_l2 = !a.no_flush_l2;
   config.end_to_end = !a.no_end_to_end;
   config.map_shape = {a.map_rows, a.map_cols};
+  config.dispatch_break_even = a.dispatch_break_even;
   const auto vocab = static_cast<std::uint32_t>(checkpoint.config().vocab_size);
   const TokenBatch tokens = a.tokens_file.empty() ? random_tokens(a.batch, a.sequence, vocab, a.seed)
                                                   : read_token_file(a.tokens_file, vocab);
@@ -278,6 +281,11 @@ void add_profile_command(CLI::App& app) {
   command->add_flag("--no-end-to-end", a->no_end_to_end, "Skip the end-to-end forwards");
   command->add_flag("--no-flush-l2", a->no_flush_l2, "Keep the L2 cache warm between timed repetitions");
   command->add_flag("--highest-precision", a->highest_precision, "All-fp32 up/down products in TwELL");
+  command
+      ->add_option("--dispatch-break-even", a->dispatch_break_even,
+                   "Density (a fraction, e.g. 0.013 for 1.3 %) below which the per-layer dispatch runs a "
+                   "layer on TwELL, instead of the device's measured break-even")
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1)"));
   command->add_option("--map-rows", a->map_rows, "Token rows of the per-layer firing map")
       ->capture_default_str();
   command->add_option("--map-cols", a->map_cols, "Neuron columns of the per-layer firing map")

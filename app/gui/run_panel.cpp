@@ -3,6 +3,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -84,6 +85,15 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   reps->addWidget(m_repetitions);
   m_endToEnd = new QCheckBox(tr("end-to-end forwards"), this);
   m_endToEnd->setChecked(defaults.end_to_end);
+  m_dispatchBreakEven = new QDoubleSpinBox(this);
+  m_dispatchBreakEven->setRange(0.0, 99.99);
+  m_dispatchBreakEven->setDecimals(2);
+  m_dispatchBreakEven->setSingleStep(0.05);
+  m_dispatchBreakEven->setSuffix(tr(" %"));
+  m_dispatchBreakEven->setSpecialValueText(tr("the device's break-even"));
+  m_dispatchBreakEven->setToolTip(
+      tr("Density below which the per-layer dispatch runs a layer on TwELL, e.g. this model's own "
+         "crossing from an earlier profile"));
 
   m_backend = new QComboBox(this);
   m_backend->addItem(tr("auto (CUDA if present)"), int(twell::runtime::BackendChoice::Auto));
@@ -105,6 +115,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QString(), m_highestPrecision);
   form->addRow(tr("Repetitions"), reps);
   form->addRow(QString(), m_endToEnd);
+  form->addRow(tr("Dispatch below"), m_dispatchBreakEven);
   form->addRow(tr("Backend"), backend);
 
   m_run = new QPushButton(tr("Run"), this);
@@ -154,6 +165,7 @@ RunRequest RunPanel::request() const {
   r.config.warmup = std::uint32_t(m_warmup->value());
   r.config.repetitions = std::uint32_t(m_repetitions->value());
   r.config.end_to_end = m_endToEnd->isChecked();
+  if (m_dispatchBreakEven->value() > 0.0) r.config.dispatch_break_even = m_dispatchBreakEven->value() / 100.0;
   r.backend = twell::runtime::BackendChoice(m_backend->currentData().toInt());
   r.device = m_device->value();
   return r;
@@ -179,6 +191,10 @@ void RunPanel::setRepetitions(int warmup, int repetitions) {
 
 void RunPanel::setBackend(twell::runtime::BackendChoice choice) {
   m_backend->setCurrentIndex(m_backend->findData(int(choice)));
+}
+
+void RunPanel::setDispatchBreakEven(std::optional<double> density) {
+  m_dispatchBreakEven->setValue(density ? *density * 100.0 : 0.0);
 }
 
 QString RunPanel::statusText() const {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #pragma once
 #include <QWidget>
+#include <optional>
 
 #include "run_controller.hpp"
 
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -29,6 +31,8 @@ class RunPanel : public QWidget {
   void setTokens(int batch, int sequence);
   void setRepetitions(int warmup, int repetitions);
   void setBackend(twell::runtime::BackendChoice choice);
+  /// The density (a fraction) below which the dispatch runs a layer on TwELL; empty: the device's.
+  void setDispatchBreakEven(std::optional<double> density);
   QPushButton* runButton() const { return m_run; }
   QPushButton* cancelButton() const { return m_cancel; }
   QProgressBar* progressBar() const { return m_progress; }
@@ -51,6 +55,7 @@ class RunPanel : public QWidget {
   QLineEdit* m_model;
   QSpinBox *m_batch, *m_sequence, *m_seed, *m_warmup, *m_repetitions, *m_device;
   QComboBox *m_tokenSource, *m_compression, *m_backend;
+  QDoubleSpinBox* m_dispatchBreakEven;  ///< percent; its minimum (0) means the device's
   QLineEdit* m_tokenFile;
   QPushButton* m_tokenBrowse;
   QCheckBox *m_dense, *m_twell, *m_endToEnd, *m_highestPrecision;

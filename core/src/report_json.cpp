@@ -70,19 +70,21 @@ json model_json(const ModelSummary& model) {
 }
 
 json profile_config_json(const ProfileConfig& config) {
-  return {{"batch", config.batch},
-          {"sequence", config.sequence},
-          {"tokenSource", config.token_source},
-          {"seed", config.seed},
-          {"paths", config.paths},
-          {"compression", config.compression},
-          {"highestPrecision", config.highest_precision},
-          {"warmup", config.warmup},
-          {"repetitions", config.repetitions},
-          {"layers", config.layers},
-          {"flushL2", config.flush_l2},
-          {"endToEnd", config.end_to_end},
-          {"mapShape", {{"maxRows", config.map_shape.max_rows}, {"maxCols", config.map_shape.max_cols}}}};
+  json out = {{"batch", config.batch},
+              {"sequence", config.sequence},
+              {"tokenSource", config.token_source},
+              {"seed", config.seed},
+              {"paths", config.paths},
+              {"compression", config.compression},
+              {"highestPrecision", config.highest_precision},
+              {"warmup", config.warmup},
+              {"repetitions", config.repetitions},
+              {"layers", config.layers},
+              {"flushL2", config.flush_l2},
+              {"endToEnd", config.end_to_end},
+              {"mapShape", {{"maxRows", config.map_shape.max_rows}, {"maxCols", config.map_shape.max_cols}}}};
+  if (config.dispatch_break_even) out["dispatchBreakEven"] = real(*config.dispatch_break_even);
+  return out;
 }
 
 json distribution_json(const Distribution& d) {

@@ -99,6 +99,11 @@ ProfileConfig read_profile_config(const Node& node) {
   const Node map_shape = node.at("mapShape");
   config.map_shape.max_rows = map_shape.at("maxRows").integer<std::uint32_t>();
   config.map_shape.max_cols = map_shape.at("maxCols").integer<std::uint32_t>();
+  if (auto break_even = node.find("dispatchBreakEven")) {
+    config.dispatch_break_even = break_even->real();
+    if (!(*config.dispatch_break_even > 0.0 && *config.dispatch_break_even < 1.0))
+      break_even->fail("a break-even density is a fraction in (0, 1)");
+  }
   return config;
 }
 

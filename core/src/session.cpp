@@ -8,6 +8,7 @@
 #include <ctime>
 #include <set>
 
+#include "text_format.hpp"
 #include "twell/error.hpp"
 #include "twell/sparsity_stats.hpp"
 #include "twell/timing_aggregate.hpp"
@@ -116,6 +117,19 @@ void validate(const ProfileConfig& config, const TokenBatch& tokens, const Model
               std::to_string(layer_count) + " layers, 0 to " + std::to_string(layer_count - 1) + ")");
   if (tokens.count() == 0 || tokens.count() != std::size_t(tokens.batch) * tokens.sequence)
     invalid("the token batch is empty or not batch x sequence");
+  if (config.dispatch_break_even && !(*config.dispatch_break_even > 0.0 && *config.dispatch_break_even < 1.0))
+    invalid("the dispatch break-even " + std::to_string(*config.dispatch_break_even) +
+            " is not a density fraction in (0, 1), e.g. 0.013 for 1.3 %");
+}
+
+/// The break-even the run's dispatch applies: the configured one, else the backend's.
+std::optional<FfnBreakEven> run_break_even(const ProfileConfig& config, const Backend& backend,
+                                           std::size_t tokens, const FfnOptions& ffn) {
+  if (!config.dispatch_break_even) return backend.ffn_break_even(tokens, ffn);
+  std::string basis = "set for this run";
+  if (const auto device = backend.ffn_break_even(tokens, ffn))
+    basis += " (the device's own: " + text::percent(device->density, 2) + ", " + device->basis + ")";
+  return FfnBreakEven{*config.dispatch_break_even, false, basis};
 }
 
 }  // namespace
@@ -162,7 +176,7 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
       std::find(config.paths.begin(), config.paths.end(), "twell") != config.paths.end();
 
   const FfnOptions ffn = ffn_options(config);
-  data.break_even = m_backend.ffn_break_even(tokens.count(), ffn);
+  data.break_even = run_break_even(config, m_backend, tokens.count(), ffn);
   // The dispatch forward needs both paths measured and a break-even to choose between them by.
   std::vector<std::string>& forward_paths = data.forward_paths;
   if (config.end_to_end) {

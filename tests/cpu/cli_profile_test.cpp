@@ -127,6 +127,30 @@ TEST_F(CliProfile, OptionsReachTheReport) {
   EXPECT_NE(from_file.config.token_source.find("tokens.txt"), std::string::npos);
   ASSERT_EQ(from_file.layers.size(), 1u);
   EXPECT_EQ(from_file.layers[0].index, 1);
+
+  // A break-even set for the run: the CPU backend has none of its own, so only then does the
+  // dispatch forward run on it.
+  const fs::path dispatched = dir() / "dispatched.json";
+  const auto with_break_even = run_command(
+      cli("profile " + quoted(model()) + " --backend cpu --batch 1 --seq 32 --layers 0 --reps 1 --warmup 0 " +
+          "--dispatch-break-even 0.5 -q --out " + quoted(dispatched)));
+  ASSERT_EQ(with_break_even.exit_code, 0) << with_break_even.output;
+  const twell::Report dispatch_report = twell::load_report(dispatched);
+  EXPECT_EQ(dispatch_report.config.dispatch_break_even, 0.5);
+  ASSERT_EQ(dispatch_report.end_to_end.size(), 3u);
+  EXPECT_EQ(dispatch_report.end_to_end[2].path, twell::kDispatchForwardPath);
+  EXPECT_NE(with_break_even.output.find("per-layer dispatch/dense "), std::string::npos)
+      << with_break_even.output;
+  EXPECT_NE(with_break_even.output.find("below the break-even of 50.00 % (set for this run)"),
+            std::string::npos)
+      << with_break_even.output;
+
+  const auto outside =
+      run_command(cli("profile " + quoted(model()) + " --backend cpu --dispatch-break-even 1.5 " + "--out " +
+                      quoted(dir() / "never.json")));
+  EXPECT_NE(outside.exit_code, 0);
+  EXPECT_NE(outside.output.find("--dispatch-break-even"), std::string::npos) << outside.output;
+  EXPECT_FALSE(fs::exists(dir() / "never.json"));
 }
 
 TEST_F(CliProfile, ExportsEveryFormat) {

@@ -72,6 +72,12 @@ class Validator {
       } else if (keyword == "minimum") {
         if (value.is_number() && value.get<double>() < argument.get<double>())
           fail(path, value.dump() + " is below the minimum " + argument.dump());
+      } else if (keyword == "exclusiveMinimum") {
+        if (value.is_number() && value.get<double>() <= argument.get<double>())
+          fail(path, value.dump() + " is not above " + argument.dump());
+      } else if (keyword == "exclusiveMaximum") {
+        if (value.is_number() && value.get<double>() >= argument.get<double>())
+          fail(path, value.dump() + " is not below " + argument.dump());
       } else if (keyword == "minItems") {
         if (value.is_array() && value.size() < argument.get<std::size_t>()) fail(path, "too few items");
       } else if (keyword == "maxItems") {

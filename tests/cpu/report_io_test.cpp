@@ -47,15 +47,28 @@ twell::test::SyntheticReportShape golden_shape() {
   return shape;
 }
 
-// The golden report carries every optional section the writer knows.
-twell::Report golden_report() {
+twell::Report golden_11_report() {
   twell::Report report = twell::test::make_synthetic_report(golden_shape());
   report.dispatch_break_even = twell::FfnBreakEven{
       0.0105, true, "NVIDIA H200, D 2048, N 5632, C 8, M 131072 (bench_ffn, H200, 2026-12-04)"};
   return report;
 }
 
+// The golden report carries every optional section and field the writer knows.
+twell::Report golden_report() {
+  twell::Report report = golden_11_report();
+  report.config.dispatch_break_even = 0.013;
+  report.dispatch_break_even = twell::FfnBreakEven{0.013, false, "set for this run"};
+  const twell::EndToEndPath& twell_forward = report.end_to_end.at(1);
+  report.end_to_end.push_back(
+      {twell::kDispatchForwardPath, twell_forward.forward, twell_forward.tokens_per_ms});
+  return report;
+}
+
 const std::filesystem::path kGoldenPath =
+    std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.2.json";
+// Written by 1.1 writers (before the dispatch forward and a configured break-even).
+const std::filesystem::path kGolden11Path =
     std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.1.json";
 // Written by 1.0 writers (before the dispatch section); readers of 1.x keep reading it.
 const std::filesystem::path kGolden10Path =
@@ -134,6 +147,26 @@ TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
       twell::parse_report(twell::test::read_file(kGolden10Path), kGolden10Path.string());
   EXPECT_EQ(parsed, expected);
   EXPECT_FALSE(parsed.dispatch_break_even);
+}
+
+TEST(ReportIo, AVersion11ReportStillReads) {
+  twell::Report expected = golden_11_report();
+  expected.schema_minor = 1;
+  const twell::Report parsed =
+      twell::parse_report(twell::test::read_file(kGolden11Path), kGolden11Path.string());
+  EXPECT_EQ(parsed, expected);
+  EXPECT_FALSE(parsed.config.dispatch_break_even);
+}
+
+TEST(ReportIo, AConfiguredBreakEvenOutsideZeroToOneIsRejected) {
+  json document = twell::report_to_json(golden_report());
+  ASSERT_TRUE(document["config"].contains("dispatchBreakEven"));
+  for (const double bad : {0.0, 1.0, -0.01}) {
+    document["config"]["dispatchBreakEven"] = bad;
+    const std::string message = document_error(document);
+    EXPECT_NE(message.find("config.dispatchBreakEven"), std::string::npos) << message;
+    EXPECT_NE(message.find("a break-even density is a fraction in (0, 1)"), std::string::npos) << message;
+  }
 }
 
 TEST(ReportIo, ABreakEvenOutsideZeroToOneIsRejected) {

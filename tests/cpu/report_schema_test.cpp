@@ -63,6 +63,7 @@ TEST(ReportSchema, EverySessionConfigurationWritesAValidReport) {
        [](SessionFixture& f) {
          f.backend.break_even = twell::FfnBreakEven{0.07, true, "scripted"};
        }},
+      {"with a break-even set for the run", [](SessionFixture& f) { f.config.dispatch_break_even = 0.065; }},
   };
   for (const auto& variant : variants) {
     SessionFixture f;
@@ -98,6 +99,15 @@ TEST(ReportSchema, ValidatorCatchesWhatTheSchemaForbids) {
   json negative = document;
   negative["timeline"][0]["startNs"] = -5;
   EXPECT_EQ(twell::test::validate_against_schema(report_schema(), negative).size(), 1u);
+
+  for (const double outside : {0.0, 1.0}) {
+    json break_even = document;
+    break_even["config"]["dispatchBreakEven"] = outside;
+    EXPECT_EQ(twell::test::validate_against_schema(report_schema(), break_even).size(), 1u) << outside;
+  }
+  json inside = document;
+  inside["config"]["dispatchBreakEven"] = 0.013;
+  EXPECT_TRUE(twell::test::validate_against_schema(report_schema(), inside, true).empty());
 
   json future = document;
   future["schemaVersion"] = "2.0";

@@ -248,6 +248,31 @@ TEST(Session, RunsAForwardThatFollowsTheDispatchLayerByLayer) {
   EXPECT_EQ(reread.end_to_end, report.end_to_end);
 }
 
+TEST(Session, ABreakEvenSetForTheRunReplacesTheDevicesAndSaysSo) {
+  // Without a break-even of the backend's own (the CPU backend's case), a set one still dispatches.
+  SessionFixture without_device;
+  without_device.config.dispatch_break_even = 0.07;
+  const twell::Report set_only = without_device.run();
+  ASSERT_TRUE(set_only.dispatch_break_even);
+  EXPECT_EQ(*set_only.dispatch_break_even, (twell::FfnBreakEven{0.07, false, "set for this run"}));
+  ASSERT_EQ(set_only.end_to_end.size(), 3u);
+  EXPECT_EQ(set_only.dispatched_layers(FfnPath::Dense), (std::vector<int>{1}));
+  EXPECT_EQ(set_only.config.dispatch_break_even, 0.07);
+
+  // Beside the device's, which the basis still names.
+  SessionFixture beside_device;
+  beside_device.backend.break_even = twell::FfnBreakEven{0.03, true, "Fake GPU (scripted)"};
+  beside_device.config.dispatch_break_even = 0.5;
+  const twell::Report replaced = beside_device.run();
+  ASSERT_TRUE(replaced.dispatch_break_even);
+  EXPECT_DOUBLE_EQ(replaced.dispatch_break_even->density, 0.5);
+  EXPECT_EQ(replaced.dispatch_break_even->basis,
+            "set for this run (the device's own: 3.00%, Fake GPU (scripted))");
+  EXPECT_EQ(replaced.dispatched_layers(FfnPath::Twell).size(), 3u);
+  for (const auto& paths : beside_device.backend.forward_layer_paths)
+    if (!paths.empty()) EXPECT_EQ(paths, std::vector<FfnPath>(3, FfnPath::Twell));
+}
+
 TEST(Session, RunsNoDispatchForwardWithoutABreakEvenOrBothPaths) {
   SessionFixture without;
   EXPECT_EQ(without.run().end_to_end.size(), 2u);
@@ -356,6 +381,9 @@ TEST(Session, RejectsBadConfigurations) {
       },
       "layer 3 does not exist (the model has 3 layers");
   expect_invalid([](SessionFixture& f) { f.tokens = {}; }, "token batch is empty");
+  for (const double outside : {0.0, 1.0, -0.5})
+    expect_invalid([outside](SessionFixture& f) { f.config.dispatch_break_even = outside; },
+                   "is not a density fraction in (0, 1)");
 }
 
 TEST(Session, AFailurePartWayKeepsTheReportOfTheFinishedLayers) {

@@ -8,6 +8,7 @@
 
 #include "error_banner.hpp"
 #include "gui_fixture.hpp"
+#include "overview_view.hpp"
 #include "report_document.hpp"
 #include "run_controller.hpp"
 #include "run_panel.hpp"
@@ -70,6 +71,28 @@ TEST_F(GuiTest, RunsTheTinyModelOnTheCpuWithProgress) {
   EXPECT_FALSE(window->isShowingEmptyState());
   EXPECT_TRUE(panel->runButton()->isEnabled());
   EXPECT_EQ(panel->progressBar()->value(), panel->progressBar()->maximum());
+}
+
+TEST_F(GuiTest, ABreakEvenSetInThePanelRunsTheDispatchForward) {
+  RunPanel* panel = window->runPanel();
+  configureTinyRun(panel, 1, 32, 1);
+  EXPECT_FALSE(panel->request().config.dispatch_break_even);  // the device's, by default
+  panel->setDispatchBreakEven(0.5);
+  ASSERT_TRUE(panel->request().config.dispatch_break_even);
+  EXPECT_DOUBLE_EQ(*panel->request().config.dispatch_break_even, 0.5);
+  QSignalSpy finished(window->runController(), &RunController::finished);
+  QTest::mouseClick(panel->runButton(), Qt::LeftButton);
+  ASSERT_TRUE(finished.wait(60000)) << window->banner()->text().toStdString();
+  const twell::Report& report = window->document()->report();
+  ASSERT_TRUE(report.dispatch_break_even);
+  EXPECT_DOUBLE_EQ(report.dispatch_break_even->density, 0.5);
+  EXPECT_FALSE(report.dispatch_break_even->measured);
+  // The CPU backend states no break-even of its own, so only a set one makes the third forward.
+  ASSERT_EQ(report.end_to_end.size(), 3u);
+  EXPECT_EQ(report.end_to_end[2].path, twell::kDispatchForwardPath);
+  EXPECT_TRUE(window->overview()->summaryText().contains(QStringLiteral("per-layer dispatch")));
+  panel->setDispatchBreakEven(std::nullopt);
+  EXPECT_FALSE(panel->request().config.dispatch_break_even);
 }
 
 TEST_F(GuiTest, CancelStopsARunAndKeepsNothing) {

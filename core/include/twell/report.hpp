@@ -14,7 +14,9 @@ namespace twell {
 
 inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/report";
 inline constexpr int kReportSchemaMajor = 1;
-inline constexpr int kReportSchemaMinor = 1;  ///< 1.1 added the dispatch break-even
+/// 1.1 added the dispatch break-even; 1.2 the per-layer dispatch's end-to-end forward ("dispatch")
+/// and config.dispatchBreakEven.
+inline constexpr int kReportSchemaMinor = 2;
 
 struct TimingStat {
   double median_us = 0, min_us = 0, max_us = 0;
@@ -84,6 +86,9 @@ struct ProfileConfig {
   bool flush_l2 = true;
   bool end_to_end = true;
   MapShape map_shape;
+  /// The break-even density (a fraction) the per-layer dispatch applies in this run instead of the
+  /// backend's, e.g. this model's own crossing from an earlier profile; empty: the backend's.
+  std::optional<double> dispatch_break_even;
   bool operator==(const ProfileConfig&) const = default;
 };
 

@@ -127,7 +127,8 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
         return tr("Rows TwELL recomputed densely because a tile overflowed");
       case DispatchColumn:
         return tr(
-            "The path a production forward runs: TwELL below this device's break-even density, "
+            "The path a production forward runs: TwELL below the break-even density (the device's, or "
+            "the one set for the run), "
             "dense from there on");
     }
     return {};

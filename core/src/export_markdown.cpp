@@ -127,7 +127,7 @@ std::string export_markdown(const Report& report) {
     const FfnBreakEven& b = *report.dispatch_break_even;
     out += "\nThe per-layer dispatch runs TwELL in " +
            std::to_string(report.dispatched_layers(FfnPath::Twell).size()) + " of " +
-           std::to_string(report.layers.size()) + " layers: those below this device's break-even of " +
+           std::to_string(report.layers.size()) + " layers: those below the break-even of " +
            text::percent(b.density, 2) + " (" + markdown::cell(b.basis) + ").\n";
   }
   return out;

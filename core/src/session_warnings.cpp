@@ -89,7 +89,7 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
   }
   const FfnBreakEven& break_even = *report.dispatch_break_even;
   const std::string threshold =
-      "this device's break-even of " + text::percent(break_even.density, 2) + ", " + break_even.basis;
+      "the break-even of " + text::percent(break_even.density, 2) + ", " + break_even.basis;
   auto layers = [](const std::vector<int>& list) {
     return std::string("layer") + (list.size() > 1 ? "s " : " ") + join_layers(list);
   };
@@ -103,8 +103,8 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
     out.push_back(std::move(warning));
   }
   if (!twell_yet_slower.empty())
-    out.push_back("the per-layer dispatch runs " + layers(twell_yet_slower) +
-                  " on TwELL, below " + threshold + ", but TwELL measured slower than dense there in this run");
+    out.push_back("the per-layer dispatch runs " + layers(twell_yet_slower) + " on TwELL, below " +
+                  threshold + ", but TwELL measured slower than dense there in this run");
 }
 
 }  // namespace

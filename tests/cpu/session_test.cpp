@@ -190,7 +190,7 @@ TEST(Session, RecordsTheDevicesBreakEvenAndWhichLayersTheDispatchRunsDense) {
       << report.warnings[2];
   EXPECT_NE(report.warnings[2].find("TwELL measured faster in layer 1 in this run"), std::string::npos)
       << report.warnings[2];
-  EXPECT_NE(report.warnings[3].find("runs layer 2 on TwELL, below this device's break-even of 7.00%"),
+  EXPECT_NE(report.warnings[3].find("runs layer 2 on TwELL, below the break-even of 7.00%"),
             std::string::npos)
       << report.warnings[3];
   EXPECT_NE(report.warnings[3].find("TwELL measured slower than dense there"), std::string::npos)

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "text_format.hpp"
+#include "twell/report_views.hpp"
 #include "twell/session.hpp"
 
 namespace twell {
@@ -105,6 +106,15 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
   if (!twell_yet_slower.empty())
     out.push_back("the per-layer dispatch runs " + layers(twell_yet_slower) + " on TwELL, below " +
                   threshold + ", but TwELL measured slower than dense there in this run");
+  if (dense_yet_twell_faster.empty() && twell_yet_slower.empty()) return;
+  // Where TwELL's relative cost grows with density, as it should, the line fitted through this
+  // run's layers says where this model crosses: a threshold the user can set for the next run.
+  const views::BreakEven fit = views::estimate_break_even(report);
+  if (fit.density && fit.ratio_slope > 0)
+    out.back() += "; this run's layer timings cross at about " + text::percent(*fit.density, 2) +
+                  " (a fit over " + std::to_string(fit.points) +
+                  " layers), a break-even to set for later runs (--dispatch-break-even, or the GUI's "
+                  "\"Dispatch below\")";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "fake_backend.hpp"
+#include "report_fixture.hpp"
 #include "twell/error.hpp"
 #include "twell/report_io.hpp"
 #include "twell/session.hpp"
@@ -271,6 +272,40 @@ TEST(Session, ABreakEvenSetForTheRunReplacesTheDevicesAndSaysSo) {
   EXPECT_EQ(replaced.dispatched_layers(FfnPath::Twell).size(), 3u);
   for (const auto& paths : beside_device.backend.forward_layer_paths)
     if (!paths.empty()) EXPECT_EQ(paths, std::vector<FfnPath>(3, FfnPath::Twell));
+}
+
+TEST(ReportWarnings, WhereTimingsDisagreeWithTheDispatchTheyNameThisModelsOwnCrossing) {
+  // TwELL / dense time 0.70, 0.85 and 1.00 at 0.9, 1.1 and 1.3 %: the fitted line crosses at 1.3 %.
+  twell::Report report = twell::test::make_synthetic_report();
+  const double densities[] = {0.009, 0.011, 0.013}, ratios[] = {0.70, 0.85, 1.00};
+  for (std::size_t i = 0; i < 3; ++i) {
+    report.layers[i].sparsity.density = densities[i];
+    for (auto& path : report.layers[i].paths)
+      path.total.median_us = path.path == "dense" ? 100.0 : 100.0 * ratios[i];
+  }
+  report.dispatch_break_even = twell::FfnBreakEven{0.0105, true, "scripted"};
+  std::vector<std::string> warnings = twell::derive_report_warnings(report);
+  const auto dispatch = std::find_if(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("per-layer dispatch runs 2 of 3 layers dense (layers 1, 2)") != std::string::npos;
+  });
+  ASSERT_NE(dispatch, warnings.end()) << ::testing::PrintToString(warnings);
+  EXPECT_NE(dispatch->find("TwELL measured faster in layer 1 in this run"), std::string::npos) << *dispatch;
+  EXPECT_NE(dispatch->find("cross at about 1.30% (a fit over 3 layers)"), std::string::npos) << *dispatch;
+
+  // Timings that agree with the threshold name no crossing.
+  report.dispatch_break_even = twell::FfnBreakEven{0.012, true, "scripted"};
+  warnings = twell::derive_report_warnings(report);
+  for (const auto& warning : warnings)
+    EXPECT_EQ(warning.find("cross at about"), std::string::npos) << warning;
+
+  // Nor does a fit in which TwELL gets relatively cheaper with density.
+  report.dispatch_break_even = twell::FfnBreakEven{0.0105, true, "scripted"};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (auto& path : report.layers[i].paths)
+      if (path.path == "twell") path.total.median_us = 100.0 * ratios[2 - i];
+  warnings = twell::derive_report_warnings(report);
+  for (const auto& warning : warnings)
+    EXPECT_EQ(warning.find("cross at about"), std::string::npos) << warning;
 }
 
 TEST(Session, RunsNoDispatchForwardWithoutABreakEvenOrBothPaths) {

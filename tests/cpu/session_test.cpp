@@ -271,7 +271,9 @@ TEST(Session, ABreakEvenSetForTheRunReplacesTheDevicesAndSaysSo) {
             "set for this run (the device's own: 3.00%, Fake GPU (scripted))");
   EXPECT_EQ(replaced.dispatched_layers(FfnPath::Twell).size(), 3u);
   for (const auto& paths : beside_device.backend.forward_layer_paths)
-    if (!paths.empty()) EXPECT_EQ(paths, std::vector<FfnPath>(3, FfnPath::Twell));
+    if (!paths.empty()) {
+      EXPECT_EQ(paths, std::vector<FfnPath>(3, FfnPath::Twell));
+    }
 }
 
 TEST(ReportWarnings, WhereTimingsDisagreeWithTheDispatchTheyNameThisModelsOwnCrossing) {

@@ -128,7 +128,9 @@ TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
       ffn_layers_seen.insert(tag.layer);
       // Each layer's FFN ran on its own path, under the forward's name when it has one.
       EXPECT_EQ(tag.op == "gate_pack", layer_paths[std::size_t(tag.layer)] == FfnPath::Twell) << tag.layer;
-      if (mixed) EXPECT_EQ(tag.path, "dispatch");
+      if (mixed) {
+        EXPECT_EQ(tag.path, "dispatch");
+      }
     }
     EXPECT_EQ(ffn_layers_seen.size(), layer_paths.size());
     ASSERT_EQ(result.layers.size(), expected.hidden.size());

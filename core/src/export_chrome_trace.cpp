@@ -100,6 +100,11 @@ void add_parent_slices(const Report& report, Group& group) {
         s.args["density"] = entry.sparsity.density;
         if (const PathTiming* timing = entry.find_path(group.path))
           s.args["median us"] = timing->total.median_us;
+        // The dispatch forward's layers each ran one of the two paths: say which.
+        if (const auto chosen = report.dispatch_path(entry); chosen && group.path == kDispatchForwardPath) {
+          s.name = "layer " + std::to_string(layer) + " (dispatch: " + to_string(*chosen) + ")";
+          s.args["ran on"] = to_string(*chosen);
+        }
       }
     group.slices.push_back(std::move(s));
   }

@@ -273,6 +273,31 @@ TEST(ExportTrace, OverlappingRecordsMoveToOverlapTracksSoNoTrackHasPartialOverla
   EXPECT_TRUE(forward_slice);
 }
 
+TEST(ExportTrace, TheDispatchForwardsLayersSayWhichPathTheyRanOn) {
+  twell::Report report = twell::test::make_synthetic_report();
+  report.dispatch_break_even = twell::FfnBreakEven{0.5, true, "scripted"};
+  report.layers[1].sparsity.density = 0.6;  // past the break-even: dense
+  report.timeline.clear();
+  for (int layer = 0; layer < 3; ++layer) {
+    twell::KernelRecord r;
+    r.name = "kernel" + std::to_string(layer);
+    r.start_ns = 1000u * std::uint64_t(layer + 1);
+    r.end_ns = r.start_ns + 500;
+    r.tag = {"end_to_end", layer, twell::kDispatchForwardPath, layer == 1 ? "gate_up" : "gate_pack", 0,
+             false};
+    r.attributed = true;
+    report.timeline.push_back(r);
+  }
+  const json trace = json::parse(twell::export_chrome_trace(report));
+  std::set<std::string> layer_slices;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "gpu_user_annotation" && e["args"].contains("ran on"))
+      layer_slices.insert(e["name"].get<std::string>() + " " + e["args"]["ran on"].get<std::string>());
+  EXPECT_EQ(layer_slices,
+            (std::set<std::string>{"layer 0 (dispatch: twell) twell", "layer 1 (dispatch: dense) dense",
+                                   "layer 2 (dispatch: twell) twell"}));
+}
+
 TEST(ExportTrace, EmptyTimelineStillGivesAValidTrace) {
   twell::Report report = twell::test::make_synthetic_report();
   report.timeline.clear();

@@ -13,6 +13,7 @@
 #include "compare_model.hpp"
 #include "format.hpp"
 #include "report_document.hpp"
+#include "twell/report_compare.hpp"
 
 namespace twellscope {
 
@@ -85,6 +86,9 @@ CompareView::CompareView(ReportDocument* document, QWidget* parent) : QWidget(pa
   m_sources = new QLabel(this);
   m_sources->setWordWrap(true);
   m_sources->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_summary = new QLabel(this);
+  m_summary->setWordWrap(true);
+  m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* open = new QPushButton(tr("Open report to compare…"), this);
   connect(open, &QPushButton::clicked, this, &CompareView::openComparisonRequested);
   m_table = new QTableView(this);
@@ -103,6 +107,7 @@ CompareView::CompareView(ReportDocument* document, QWidget* parent) : QWidget(pa
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(header);
+  layout->addWidget(m_summary);
   layout->addWidget(splitter, 1);
   connect(document, &ReportDocument::reportChanged, this, &CompareView::rebuild);
   connect(document, &ReportDocument::comparisonChanged, this, &CompareView::rebuild);
@@ -113,8 +118,26 @@ void CompareView::rebuild() {
   if (!m_document->hasReport() || !m_document->hasComparison()) {
     m_model->setDeltas({});
     m_sources->setText(tr("Open a second report to see per-layer deltas against the one on screen (A)."));
+    m_summary->clear();
     return;
   }
+  const twell::ReportComparison comparison =
+      twell::compare_reports(m_document->report(), m_document->comparison(), "A", "B");
+  QStringList ratios;
+  auto addRatio = [&](const QString& what, const std::optional<double>& ratio) {
+    if (ratio) ratios << tr("%1 %2").arg(what, formatSpeedup(*ratio));
+  };
+  addRatio(tr("TwELL layer time"), comparison.twell_time_ratio);
+  addRatio(tr("dense layer time"), comparison.dense_time_ratio);
+  for (const auto& forward : comparison.end_to_end)
+    addRatio(tr("end-to-end %1 tokens/ms").arg(QString::fromStdString(forward.path)), forward.ratio());
+  QString summary = ratios.isEmpty()
+                        ? tr("B / A: nothing timed in both")
+                        : tr("B / A: %1 (layer times: geometric means over layers timed in both)")
+                              .arg(ratios.join(QStringLiteral(", ")));
+  for (const std::string& caveat : comparison.caveats)
+    summary += QStringLiteral("\n") + tr("Caveat: %1").arg(QString::fromStdString(caveat));
+  m_summary->setText(summary);
   m_model->setDeltas(twell::views::layer_deltas(m_document->report(), m_document->comparison()));
   auto describeReport = [](const twell::Report& r, const QString& path) {
     return QStringLiteral("%1 — %2 on %3, C=%4")
@@ -127,6 +150,10 @@ void CompareView::rebuild() {
           .arg(describeReport(m_document->report(), m_document->sourcePath()).toHtmlEscaped(),
                describeReport(m_document->comparison(), m_document->comparisonPath()).toHtmlEscaped()));
   m_table->resizeColumnsToContents();
+}
+
+QString CompareView::summaryText() const {
+  return m_summary->text();
 }
 
 }  // namespace twellscope

@@ -43,6 +43,8 @@ class CompareView : public QWidget {
   CompareModel* model() const { return m_model; }
   QTableView* table() const { return m_table; }
   CompareSpeedupPlot* plot() const { return m_plot; }
+  /// The whole-report ratios (B / A) and what makes them compare unlike things, as plain text.
+  QString summaryText() const;
 
  signals:
   /// The user asked to open a second report (the main window owns file dialogs and errors).
@@ -55,6 +57,7 @@ class CompareView : public QWidget {
   CompareModel* m_model;
   QSortFilterProxyModel* m_proxy;
   QLabel* m_sources;
+  QLabel* m_summary;
   QTableView* m_table;
   CompareSpeedupPlot* m_plot;
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "text_format.hpp"
+
 namespace twell {
 namespace {
 
@@ -52,6 +54,11 @@ void add_caveats(const Report& a, const Report& b, ReportComparison& out) {
              b.config.token_source);
   differ("compression factor", "C=" + std::to_string(a.config.compression),
          "C=" + std::to_string(b.config.compression));
+  // The dispatch forwards of two reports compare different layer choices under different thresholds.
+  auto break_even = [](const Report& r) {
+    return r.dispatch_break_even ? text::percent(r.dispatch_break_even->density, 2) : std::string("none");
+  };
+  differ("dispatch break-even", break_even(a), break_even(b));
 }
 
 }  // namespace

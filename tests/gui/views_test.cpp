@@ -211,6 +211,8 @@ TEST_F(GuiTest, ComparesTwoReportsPerLayer) {
   ASSERT_TRUE(window->openReport(reportPath));
   twell::Report b = makeSampleReport();
   b.layers[1].paths[1].total.median_us = sampleTwellUs(1) / 2;
+  b.end_to_end[1].tokens_per_ms *= 1.1;
+  b.device.name = "Other GPU";
   const QString bPath = QString::fromStdString((dir.path() / "b.json").string());
   twell::save_report(b, bPath.toStdString());
   ASSERT_TRUE(window->openComparison(bPath));
@@ -219,6 +221,10 @@ TEST_F(GuiTest, ComparesTwoReportsPerLayer) {
   ASSERT_EQ(model->rowCount(), kSampleLayers);
   EXPECT_DOUBLE_EQ(*model->deltas()[1].twell_us_delta(), -sampleTwellUs(1) / 2);
   EXPECT_DOUBLE_EQ(*model->deltas()[0].speedup_delta(), 0.0);
+  const QString summary = window->compare()->summaryText();
+  for (const char* part : {"end-to-end twell tokens/ms 1.100×", "end-to-end dense tokens/ms 1.000×",
+                           "end-to-end dispatch tokens/ms 1.000×", "Caveat: device differs: Test GPU"})
+    EXPECT_TRUE(summary.contains(QString::fromUtf8(part))) << part << "\n" << summary.toStdString();
 }
 
 TEST_F(GuiTest, DroppingAReportOpensIt) {

@@ -65,6 +65,10 @@ void SpeedupView::rebuild() {
   if (fit.density)
     addMarker(plot(), Qt::Vertical, *fit.density, QColor(200, 0, 0),
               tr("break-even density %1").arg(formatPercent(*fit.density, 2)), 0.05);
+  // The threshold the dispatch applied, beside the crossing this run's own layers fit.
+  if (const double threshold = dispatchThreshold(); threshold > 0)
+    addMarker(plot(), Qt::Vertical, threshold, QColor(40, 140, 70),
+              tr("dispatch: TwELL below %1").arg(formatPercent(threshold, 2)), 0.14);
   if (m_document->hasReport() && x.isEmpty())
     setEmptyMessage(tr("No layer was timed on both paths: run with the dense and TwELL paths"));
   else if (m_document->hasReport() && !fit.density)
@@ -75,10 +79,15 @@ void SpeedupView::rebuild() {
   showSelection();
 }
 
+double SpeedupView::dispatchThreshold() const {
+  if (!m_document->hasReport() || !m_document->report().dispatch_break_even) return 0;
+  return m_document->report().dispatch_break_even->density;
+}
+
 void SpeedupView::resetView() {
   bool found = false;
   const QCPRange keys = m_points->getKeyRange(found);
-  const double breakEven = m_document->breakEven().density.value_or(0);
+  const double breakEven = std::max(m_document->breakEven().density.value_or(0), dispatchThreshold());
   plot()->xAxis->setRange(0, std::max({found ? keys.upper * 1.2 : 0.01, breakEven * 1.4, 1e-4}));
   const QCPRange values = m_points->getValueRange(found);
   plot()->yAxis->setRange(0, std::max(found ? values.upper * 1.2 : 2.0, 1.3));

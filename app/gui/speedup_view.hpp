@@ -25,6 +25,8 @@ class SpeedupView : public PlotPage {
 
  private:
   void rebuild();
+  /// The density below which the report's dispatch runs TwELL; 0 without one.
+  double dispatchThreshold() const;
   void showSelection();
   /// The layer whose point is within a few pixels of (key, value), or -1.
   int layerNear(double key, double value) const;

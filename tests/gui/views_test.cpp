@@ -93,6 +93,28 @@ TEST_F(GuiTest, OpeningAReportFillsEveryView) {
   EXPECT_EQ(window->compare()->model()->rowCount(), 0);
 }
 
+TEST_F(GuiTest, TheSpeedupPlotMarksTheDispatchThresholdBesideTheFittedBreakEven) {
+  auto markerTexts = [&] {
+    QStringList texts;
+    QCustomPlot* plot = window->speedup()->plot();
+    for (int i = 0; i < plot->itemCount(); ++i)
+      if (auto* text = qobject_cast<QCPItemText*>(plot->item(i))) texts << text->text();
+    return texts.join(QLatin1Char('|'));
+  };
+  ASSERT_TRUE(window->openReport(reportPath));
+  EXPECT_TRUE(markerTexts().contains(QStringLiteral("break-even density"))) << markerTexts().toStdString();
+  EXPECT_FALSE(markerTexts().contains(QStringLiteral("dispatch"))) << markerTexts().toStdString();
+
+  twell::Report dispatched = makeSampleReport();
+  dispatched.dispatch_break_even = twell::FfnBreakEven{0.0105, true, "test"};
+  const QString path = QString::fromStdString((dir.path() / "dispatched.json").string());
+  twell::save_report(dispatched, path.toStdString());
+  ASSERT_TRUE(window->openReport(path));
+  EXPECT_TRUE(markerTexts().contains(QStringLiteral("dispatch: TwELL below 1.05")))
+      << markerTexts().toStdString();
+  EXPECT_GE(window->speedup()->plot()->xAxis->range().upper, 0.0105 * 1.4 - 1e-12);
+}
+
 TEST_F(GuiTest, HoverShowsExactValues) {
   ASSERT_TRUE(window->openReport(reportPath));
   const twell::Report expected = makeSampleReport();

@@ -101,7 +101,7 @@ ProfileConfig read_profile_config(const Node& node) {
   config.map_shape.max_cols = map_shape.at("maxCols").integer<std::uint32_t>();
   if (auto break_even = node.find("dispatchBreakEven")) {
     config.dispatch_break_even = break_even->real();
-    if (!(*config.dispatch_break_even > 0.0 && *config.dispatch_break_even < 1.0))
+    if (!is_settable_break_even(*config.dispatch_break_even))
       break_even->fail("a break-even density is a fraction in (0, 1)");
   }
   return config;

@@ -42,11 +42,10 @@ FfnPath path_from_name(const std::string& name) {
 /// Each layer's path by the density the capture forward measured on this batch.
 std::vector<FfnPath> dispatch_layer_paths(const std::vector<std::optional<ActivationSummary>>& summaries,
                                           const FfnBreakEven& break_even) {
-  std::vector<FfnPath> paths;
-  paths.reserve(summaries.size());
-  for (const auto& summary : summaries)
-    paths.push_back(choose_ffn_path(compute_sparsity_stats(*summary).density, break_even));
-  return paths;
+  std::vector<double> densities;
+  densities.reserve(summaries.size());
+  for (const auto& summary : summaries) densities.push_back(compute_sparsity_stats(*summary).density);
+  return choose_ffn_paths(densities, break_even);
 }
 
 /// Work is counted in "FFN runs": a whole forward costs about one per layer, so the per-layer
@@ -117,7 +116,7 @@ void validate(const ProfileConfig& config, const TokenBatch& tokens, const Model
               std::to_string(layer_count) + " layers, 0 to " + std::to_string(layer_count - 1) + ")");
   if (tokens.count() == 0 || tokens.count() != std::size_t(tokens.batch) * tokens.sequence)
     invalid("the token batch is empty or not batch x sequence");
-  if (config.dispatch_break_even && !(*config.dispatch_break_even > 0.0 && *config.dispatch_break_even < 1.0))
+  if (config.dispatch_break_even && !is_settable_break_even(*config.dispatch_break_even))
     invalid("the dispatch break-even " + std::to_string(*config.dispatch_break_even) +
             " is not a density fraction in (0, 1), e.g. 0.013 for 1.3 %");
 }

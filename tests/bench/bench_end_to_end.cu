@@ -240,11 +240,9 @@ int run(const Settings& settings, int argc, char** argv) {
     const std::optional<twell::FfnBreakEven> break_even =
         backend->ffn_break_even(tokens.count(), dispatch.ffn);
     if (break_even) {
+      dispatch.layer_paths = twell::choose_ffn_paths(densities, *break_even);
       nlohmann::json paths = nlohmann::json::array();
-      for (double d : densities) {
-        dispatch.layer_paths.push_back(twell::choose_ffn_path(d, *break_even));
-        paths.push_back(twell::to_string(dispatch.layer_paths.back()));
-      }
+      for (const twell::FfnPath path : dispatch.layer_paths) paths.push_back(twell::to_string(path));
       results["dispatch"] = run_forward(*backend, tokens, dispatch, twell::kDispatchForwardPath, settings);
       results["dispatch"]["layer_paths"] = paths;
       results["dispatch"]["break_even"] = {

@@ -3,6 +3,7 @@
 // two take the same time on a device and layer shape (its break-even), dense from there on.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace twell {
 
@@ -31,5 +32,12 @@ FfnBreakEven conservative_break_even(const std::string& why);
 /// TwELL when the measured density is below the break-even, else dense (also for a density that
 /// is negative or not a number: nothing to trust).
 FfnPath choose_ffn_path(double measured_density, const FfnBreakEven& break_even);
+
+/// choose_ffn_path for every layer's measured density, in layer order.
+std::vector<FfnPath> choose_ffn_paths(const std::vector<double>& layer_densities,
+                                      const FfnBreakEven& break_even);
+
+/// Whether `density` can be a break-even set for a run: a fraction strictly inside (0, 1).
+bool is_settable_break_even(double density);
 
 }  // namespace twell

@@ -74,7 +74,7 @@ class Session {
     std::vector<std::uint64_t> overflow_rows;
     std::vector<std::optional<ErrorMetrics>> errors;
     std::vector<KernelRecord> layer_records, forward_records;
-    std::optional<FfnBreakEven> break_even;  ///< the backend's, for this run's token count
+    std::optional<FfnBreakEven> break_even;  ///< the one set for the run, else the backend's
     std::vector<std::string> forward_paths;  ///< the end-to-end forwards, in the order they ran
   };
   Report assemble_report(const ProfileConfig& config, const TokenBatch& tokens, const RunData& data) const;

@@ -19,9 +19,13 @@
 //   row is flagged for dense recomputation. Each consumer warpgroup stages and writes only its own
 //   64 rows, and a warpgroup barrier separates the copy-out of one tile from the first slice of the
 //   next (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
-// Gate / cuBLAS at M 131072: 1.10-1.12 at 0.5 % density, 1.21-1.32 at 5 %
-// (h200-gate-deferred-packing-2026-12-04.json); without any epilogue the same mainloop runs at
-// 0.93-0.98 (h200-gate-epilogue-ballot-2026-12-03.json).
+// Every instruction a consumer warp issues while its wgmma run costs tensor-core time (with the
+// placing removed and the conversion kept the gate ran at 0.955 of cuBLAS and its tensor pipe 98 %
+// busy under ncu; with it, 1.09, and 84 %), so the placing is kept short: 5 instructions for a
+// pair no row of the warp has an entry in, 27 for one it has.
+// Gate / cuBLAS at M 131072: 1.035-1.040 at 0.5 % density, 1.13 at 2 %, 1.18 at 5 %, against
+// 1.10-1.11 / 1.27 / 1.32-1.33 for the placing before it, alternated in one session
+// (h200-gate-placement-2026-12-04.json).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -239,30 +243,17 @@ __device__ __forceinline__ std::uint32_t relu_bf16x2(float low, float high) {
   return pair;
 }
 
-// Which halves of a ReLU'd bf16 pair are entries (bit 0: low, bit 1: high): 0x0001 (the smallest
-// subnormal) up to 0x7F80 (+infinity). Zero (ReLU of a negative) and NaN (0x7F81 and up) are not,
-// as `value > 0` on fp32 says; an fp32 value below bf16's smallest subnormal rounds to zero and is
-// dropped, where the fp32 predicate would keep it as a zero entry. Volatile, like the entry
-// stores below: left to itself the compiler computes these for all 32 pairs up front and spills.
+// Which halves of a ReLU'd bf16 pair are entries: the low half's 16 bits set when the low (even
+// column) value is, the high half's when the high one is. One bf16x2 `> 0` compare: zero (ReLU of a
+// negative), -0 and NaN are not entries, subnormals are, as `value > 0` says of the rounded value
+// (on H200 it agreed with the integer test 0x0001 <= bits <= 0x7F80 on all 65536 patterns). An
+// fp32 value below bf16's smallest subnormal rounds to zero and is dropped, where the fp32
+// predicate would keep it as a zero entry. Volatile, like the entry stores below: left to itself
+// the compiler computes these for all 32 pairs up front and spills.
 __device__ __forceinline__ std::uint32_t positive_halves(std::uint32_t pair) {
-  std::uint32_t flags;
-  asm volatile(
-      "{\n"
-      ".reg .b32 low, high;\n"
-      ".reg .pred low_positive, high_positive;\n"
-      "and.b32 low, %1, 0xFFFF;\n"
-      "shr.u32 high, %1, 16;\n"
-      "sub.u32 low, low, 1;\n"
-      "sub.u32 high, high, 1;\n"
-      "setp.lt.u32 low_positive, low, 0x7F80;\n"
-      "setp.lt.u32 high_positive, high, 0x7F80;\n"
-      "selp.u32 low, 1, 0, low_positive;\n"
-      "selp.u32 high, 2, 0, high_positive;\n"
-      "or.b32 %0, low, high;\n"
-      "}\n"
-      : "=r"(flags)
-      : "r"(pair));
-  return flags;
+  std::uint32_t halves;
+  asm volatile("set.gt.u32.bf16x2 %0, %1, %2;\n" : "=r"(halves) : "r"(pair), "r"(0u));
+  return halves;
 }
 
 // Stores the TwELL entry ((column_base + offset) | bf16 << 16) of one half of a pair: the low
@@ -283,41 +274,52 @@ __device__ __forceinline__ void store_entry(std::uint32_t address, std::uint32_t
       : "memory");
 }
 
-// What a consumer thread needs to place entries in one of its rows. Each row's 256 values are
-// spread over the 4 lanes of a quad: lane q holds the column pairs 8 j + 2 q + {0, 1}, j = 0..31.
-struct RowCursor {
-  std::uint32_t row_address;  // shared-window address of the row's count word
-  std::uint32_t column_base;  // global column of this lane's pair j = 0
-  std::uint32_t found;        // entries so far: the same in the four lanes of the quad
+// What a consumer thread needs to place the entries of its two rows of a tile. Each row's 256
+// values are spread over the 4 lanes of a quad: lane q holds the column pairs 8 j + 2 q + {0, 1},
+// j = 0..31. The row of half 1 lies 8 rows below the row of half 0 (one address, not two, and one
+// column base: registers are what the consumer lacks).
+struct PackCursor {
+  std::uint32_t half0_address;  // shared-window address of half 0's row count word
+  std::uint32_t column_base;    // global column of this lane's pair j = 0
+  std::uint32_t found[2];       // entries so far in each half's row: the same in the quad's lanes
 };
+
+template <int Compression>
+__device__ __forceinline__ std::uint32_t row_address(const PackCursor& cursor, int half) {
+  return cursor.half0_address + static_cast<std::uint32_t>(half) * 8u * staging_pitch_words(Compression) * 4u;
+}
 
 // Places column pair j of a row. Two ballots say which lanes hold a positive; a lane's slot is the
 // row's count so far plus the positives of the lanes before it in its quad, so the entries land in
 // column order with no atomics and no shuffles, and a pair where none of the warp's 8 rows is
-// positive (most of them at low density) costs one vote and a branch. The count may pass the
-// capacity; the copy-out clamps it and flags the row.
-template <int Capacity>
-__device__ __forceinline__ void place_pair(std::uint32_t pair, int j, RowCursor& row, std::uint32_t quad_mask,
-                                           std::uint32_t lanes_before_in_quad) {
+// positive (most of them at low density) costs one vote and a branch. Both stores are predicated,
+// not branched around. The count may pass the capacity; the copy-out clamps it and flags the row.
+template <int Compression, int Half>
+__device__ __forceinline__ void place_pair(std::uint32_t pair, int j, PackCursor& cursor,
+                                           std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
+  constexpr std::uint32_t kCapacity = kTileN / Compression - 1;
   // A ReLU'd pair is all zero bits unless a half is positive or NaN: one compare and one vote skip
   // the pairs where none of the warp's rows has an entry; the exact test runs only past it.
   if (!__any_sync(0xffffffffu, pair != 0u)) return;  // warp-uniform
-  const std::uint32_t flags = positive_halves(pair);
-  const bool even_positive = flags & 1u;
-  const bool odd_positive = flags & 2u;
+  const std::uint32_t halves = positive_halves(pair);
+  const bool even_positive = halves & 0x0000FFFFu;
+  const bool odd_positive = halves & 0xFFFF0000u;
   const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
   const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
-  std::uint32_t slot =
-      row.found + __popc(even_lanes & lanes_before_in_quad) + __popc(odd_lanes & lanes_before_in_quad);
+  // The quad's even bits where they are and its odd bits 4 places up (rotated, so the top quad's
+  // wrap to bits 0-3, which no other quad's even bits occupy here): one popc counts both.
+  const std::uint32_t quad_positives =
+      (even_lanes & quad_mask) | __funnelshift_l(odd_lanes & quad_mask, odd_lanes & quad_mask, 4);
+  std::uint32_t& found = cursor.found[Half];
+  const std::uint32_t even_slot = found + __popc(quad_positives & quad_lanes_before);
+  const std::uint32_t odd_slot = even_slot + (even_positive ? 1u : 0u);
   const std::uint32_t offset = static_cast<std::uint32_t>(j) * 8;
-  if (even_positive) {
-    if (slot < static_cast<std::uint32_t>(Capacity))
-      store_entry<0x5410>(row.row_address + 4 * (1 + slot), row.column_base, offset, pair);
-    ++slot;
-  }
-  if (odd_positive && slot < static_cast<std::uint32_t>(Capacity))
-    store_entry<0x7610>(row.row_address + 4 * (1 + slot), row.column_base, offset + 1, pair);
-  row.found += __popc(even_lanes & quad_mask) + __popc(odd_lanes & quad_mask);
+  const std::uint32_t address = row_address<Compression>(cursor, Half);
+  if (even_positive && even_slot < kCapacity)
+    store_entry<0x5410>(address + 4 * (1 + even_slot), cursor.column_base, offset, pair);
+  if (odd_positive && odd_slot < kCapacity)
+    store_entry<0x7610>(address + 4 * (1 + odd_slot), cursor.column_base, offset + 1, pair);
+  found += __popc(quad_positives);
 }
 
 // How many slices a tile's packing is cut into: one slice is placed per k-block of the next tile,
@@ -331,36 +333,32 @@ static_assert(kPackSlices == 2 || kPackSlices == 4 || kPackSlices == 8 || kPackS
 
 // A tile's entries wait in 64 ReLU'd bf16 pairs per thread (pairs [0, 32) for the row of half 0,
 // [32, 64) for the row of half 1) and are placed during the next tile's first kPackSlices k-blocks.
-template <int Capacity, int Slice>
-__device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], RowCursor& half0,
-                                            RowCursor& half1, std::uint32_t quad_mask,
-                                            std::uint32_t lanes_before_in_quad) {
+template <int Compression, int Slice>
+__device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], PackCursor& cursor,
+                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
   constexpr int kPairs = 64 / kPackSlices;
   constexpr int kFirst = Slice * kPairs;
-  RowCursor& row = kFirst < 32 ? half0 : half1;
+  constexpr int kHalf = kFirst / 32;
 #pragma unroll
   for (int j = kFirst % 32; j < kFirst % 32 + kPairs; ++j)
-    place_pair<Capacity>(pairs[(kFirst / 32) * 32 + j], j, row, quad_mask, lanes_before_in_quad);
+    place_pair<Compression, kHalf>(pairs[kHalf * 32 + j], j, cursor, quad_mask, quad_lanes_before);
 }
 
 // The slice index is a loop counter; the pairs must stay in registers, so each slice is its own
 // instantiation with constant indices, selected here.
-template <int Capacity, int... Slices>
-__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], RowCursor& half0,
-                                            RowCursor& half1, std::uint32_t quad_mask,
-                                            std::uint32_t lanes_before_in_quad,
+template <int Compression, int... Slices>
+__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
+                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before,
                                             std::integer_sequence<int, Slices...>) {
-  ((slice == Slices ? place_slice<Capacity, Slices>(pairs, half0, half1, quad_mask, lanes_before_in_quad)
-                    : void()),
+  ((slice == Slices ? place_slice<Compression, Slices>(pairs, cursor, quad_mask, quad_lanes_before) : void()),
    ...);
 }
 
-template <int Capacity>
-__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], RowCursor& half0,
-                                            RowCursor& half1, std::uint32_t quad_mask,
-                                            std::uint32_t lanes_before_in_quad) {
-  place_slice<Capacity>(slice, pairs, half0, half1, quad_mask, lanes_before_in_quad,
-                        std::make_integer_sequence<int, kPackSlices>{});
+template <int Compression>
+__device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
+                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
+  place_slice<Compression>(slice, pairs, cursor, quad_mask, quad_lanes_before,
+                           std::make_integer_sequence<int, kPackSlices>{});
 }
 #endif  // TWELL_SM90A_DEVICE
 
@@ -376,19 +374,22 @@ struct GatePackArgs {
 // Writes one consumer warpgroup's 64 staged rows of a tile: T_c words per row, 16 bytes per thread
 // per step, coalesced along each row. A count past the capacity is clamped and the row flagged.
 template <int Compression>
-__device__ __forceinline__ void copy_out_rows(const std::uint32_t* staging, int first_token, int n_tile,
+__device__ __forceinline__ void copy_out_rows(std::uint32_t staging_address, int first_token, int n_tile,
                                               int thread_in_group, const GatePackArgs& args) {
   constexpr int kSlots = kTileN / Compression;
   constexpr int kCapacity = kSlots - 1;
   constexpr int kPitch = staging_pitch_words(Compression);
   constexpr int kVectorsPerRow = kSlots / 4;
   const int row_words_global = args.padded_neurons / Compression;
+  // Unrolled only for C = 8 (four steps): unrolled, the C = 4 and C = 2 kernels kept a value in
+  // local memory.
+#pragma unroll(Compression == 8 ? 4 : 1)
   for (int index = thread_in_group; index < 64 * kVectorsPerRow; index += 128) {
     const int row = index / kVectorsPerRow;
     const int vector = index % kVectorsPerRow;
     const int token = first_token + row;
     if (token >= args.tokens) continue;
-    uint4 words = load_shared_v4(smem_address(staging + row * kPitch + vector * 4));
+    uint4 words = load_shared_v4(staging_address + 4 * (row * kPitch + vector * 4));
     if (vector == 0 && words.x > static_cast<std::uint32_t>(kCapacity)) {
       words.x = kCapacity;
       args.row_overflow[token] = 1u;
@@ -405,8 +406,6 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
                                 const __grid_constant__ CUtensorMap w_map, GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE
   constexpr int kStages = stages_for(Compression);
-  constexpr int kSlots = kTileN / Compression;  // T_c
-  constexpr int kCapacity = kSlots - 1;
   constexpr int kPitch = staging_pitch_words(Compression);
   constexpr int kClusterSize = ClusterSize;
   constexpr int kWeightRowsPerCta = kTileN / ClusterSize;
@@ -476,28 +475,30 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
     const int consumer = warpgroup - 1;  // owns rows [consumer * 64, consumer * 64 + 64) of the tile
     const int warp = thread_in_group / 32;
     const int lane = thread_in_group % 32;
-    std::uint32_t* my_staging = staging + consumer * 64 * kPitch;
+    const std::uint32_t my_staging = smem_address(staging + consumer * 64 * kPitch);
     // This thread packs two rows of every tile (half 0: row warp * 16 + lane / 4; half 1: 8 rows
     // further), from ReLU'd bf16 pairs kept in 64 registers, during the next tile's first eight
     // k-blocks while the tensor cores run.
     constexpr int kSlices = kPackSlices;
-    const std::uint32_t half0_address = smem_address(my_staging + (warp * 16 + lane / 4) * kPitch);
+    const std::uint32_t half0_address = my_staging + 4 * (warp * 16 + lane / 4) * kPitch;
     const std::uint32_t quad_mask = 0xFu << (lane & ~3);
-    const std::uint32_t lanes_before_in_quad = quad_mask & ((1u << lane) - 1u);
+    // The lanes before this one in its quad, in the even and in the rotated odd positions.
+    const std::uint32_t lanes_before = quad_mask & ((1u << lane) - 1u);
+    const std::uint32_t quad_lanes_before = lanes_before | __funnelshift_l(lanes_before, lanes_before, 4);
     std::uint32_t deferred_pairs[64];
-    RowCursor deferred_half0{half0_address, 0, 0};
-    RowCursor deferred_half1{half0_address + 8 * kPitch * 4, 0, 0};
+    PackCursor deferred{half0_address, 0, {0, 0}};
     int deferred_first_token = -1;  // < 0: no tile waits to be packed
-    int deferred_n_tile = 0;
     // The deferred tile is placed: its counts go in, and once every warp of the warpgroup has placed
     // its entries the tile is copied out.
     auto finish_deferred_tile = [&] {
       if (lane % 4 == 0) {
-        store_shared(deferred_half0.row_address, deferred_half0.found);
-        store_shared(deferred_half1.row_address, deferred_half1.found);
+        store_shared(row_address<Compression>(deferred, 0), deferred.found[0]);
+        store_shared(row_address<Compression>(deferred, 1), deferred.found[1]);
       }
       warpgroup_barrier(consumer);
-      copy_out_rows<Compression>(my_staging, deferred_first_token, deferred_n_tile, thread_in_group, args);
+      // The neuron tile is the column base's: a lane's offset in it is below 8.
+      copy_out_rows<Compression>(my_staging, deferred_first_token,
+                                 static_cast<int>(deferred.column_base) / kTileN, thread_in_group, args);
       deferred_first_token = -1;
     };
     int stage = 0;
@@ -505,7 +506,9 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
     float acc[128];  // every tile's first wgmma overwrites it; zeroed once so that it is never read unset
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    for (int item = cluster_id; item < total_items; item += clusters) {
+    // The first item read again here, not carried over from before setmaxnreg: carried over, ptxas
+    // kept it in local memory for the whole loop.
+    for (int item = static_cast<int>(blockIdx.x) / kClusterSize; item < total_items; item += clusters) {
       const int m0 = ((item / n_tiles) * kClusterSize + static_cast<int>(rank)) * kTileM;
       const int n_tile = item % n_tiles;
       int previous_stage = -1;
@@ -525,8 +528,7 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
         wgmma_commit();
         // While this k-block's wgmma run, one slice of the previous tile.
         if (deferred_first_token >= 0 && kb < kSlices) {
-          place_slice<kCapacity>(kb, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
-                                 lanes_before_in_quad);
+          place_slice<Compression>(kb, deferred_pairs, deferred, quad_mask, quad_lanes_before);
           if (kb == kSlices - 1) finish_deferred_tile();
         }
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
@@ -543,8 +545,7 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
       if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
       if (deferred_first_token >= 0) {  // fewer k-blocks than slices
         for (int slice = k_blocks; slice < kSlices; ++slice)
-          place_slice<kCapacity>(slice, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
-                                 lanes_before_in_quad);
+          place_slice<Compression>(slice, deferred_pairs, deferred, quad_mask, quad_lanes_before);
         finish_deferred_tile();
       }
 
@@ -556,19 +557,15 @@ __global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 
         deferred_pairs[j] = relu_bf16x2(acc[4 * j], acc[4 * j + 1]);
         deferred_pairs[32 + j] = relu_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
       }
-      const std::uint32_t column_base = static_cast<std::uint32_t>(n_tile * kTileN + (lane % 4) * 2);
-      deferred_half0.column_base = column_base;
-      deferred_half1.column_base = column_base;
-      deferred_half0.found = 0;
-      deferred_half1.found = 0;
+      deferred.column_base = static_cast<std::uint32_t>(n_tile * kTileN + (lane % 4) * 2);
+      deferred.found[0] = 0;
+      deferred.found[1] = 0;
       deferred_first_token = m0 + consumer * 64;
-      deferred_n_tile = n_tile;
     }
     if (deferred_first_token >= 0) {  // the last tile
 #pragma unroll
       for (int slice = 0; slice < kSlices; ++slice)
-        place_slice<kCapacity>(slice, deferred_pairs, deferred_half0, deferred_half1, quad_mask,
-                               lanes_before_in_quad);
+        place_slice<Compression>(slice, deferred_pairs, deferred, quad_mask, quad_lanes_before);
       finish_deferred_tile();
     }
   }

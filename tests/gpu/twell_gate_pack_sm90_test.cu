@@ -124,6 +124,8 @@ void run_and_compare(const Problem& p, int cluster_size, int max_ctas = 0) {
       std::map<std::uint32_t, std::uint16_t> entries;
       for (std::uint32_t s = 1; s <= got[0]; ++s) {
         const std::uint32_t column = got[s] & 0xFFFFu;
+        // In column order, as the CPU packing writes them: the consumer sums in this order.
+        if (s > 1) ASSERT_GT(column, got[s - 1] & 0xFFFFu) << "row " << t << " tile " << tile;
         ASSERT_GE(column, tile * 256) << "row " << t;
         ASSERT_LT(column, std::min<std::uint32_t>((tile + 1) * 256, p.neurons)) << "row " << t;
         ASSERT_TRUE(entries.emplace(column, static_cast<std::uint16_t>(got[s] >> 16)).second)

@@ -20,9 +20,9 @@
 //   64 rows, and a warpgroup barrier separates the copy-out of one tile from the first slice of the
 //   next (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
 // Every instruction a consumer warp issues while its wgmma run costs tensor-core time (with the
-// placing removed and the conversion kept the gate ran at 0.955 of cuBLAS and its tensor pipe 98 %
-// busy under ncu; with it, 1.09, and 84 %), so the placing is kept short: 5 instructions for a
-// pair no row of the warp has an entry in, 27 for one it has.
+// placing and copy-out removed and the conversion kept the gate ran at 0.955 of cuBLAS and its
+// tensor pipe 98 % busy under ncu; with both, 1.12 and 84 %), so the placing is kept short: 5
+// instructions for a pair no row of the warp has an entry in, 27 for one it has.
 // Gate / cuBLAS at M 131072: 1.035-1.040 at 0.5 % density, 1.13 at 2 %, 1.18 at 5 %, against
 // 1.10-1.11 / 1.27 / 1.32-1.33 for the placing before it, alternated in one session
 // (h200-gate-placement-2026-12-04.json).

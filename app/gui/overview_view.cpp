@@ -81,7 +81,10 @@ QList<QPair<QString, QString>> summaryRows(const ReportDocument& document) {
   add(QObject::tr("Break-even density"),
       be.density ? QObject::tr("%1 (fit over %2 layers)").arg(formatPercent(*be.density, 2)).arg(be.points)
                  : QObject::tr("not reached / too few layers"));
-  add(QObject::tr("Layers below break-even"), QString::number(o.layers_below_break_even));
+  // Counted from the layers' own timings, not from their densities against the break-even above.
+  add(QObject::tr("Layers where TwELL is slower"),
+      o.layers_timed ? QObject::tr("%1 of %2").arg(o.layers_twell_slower).arg(o.layers_timed)
+                     : QObject::tr("no layer has both paths timed"));
   add(QObject::tr("Created"),
       QStringLiteral("%1 on %2 by twellscope %3 (%4)")
           .arg(QString::fromStdString(r.created_utc), QString::fromStdString(r.host),

@@ -79,10 +79,11 @@ Overview overview(const Report& report) {
     cells += layer_cells;
     result.dead_neurons += row.dead_neurons;
     result.neurons += row.neurons;
+    if (row.speedup) ++result.layers_timed;
     if (row.speedup && *row.speedup < 1.0) ++slower;
   }
   result.overall_density = cells > 0 ? nonzeros / cells : 0.0;
-  result.layers_below_break_even = slower;
+  result.layers_twell_slower = slower;
   if (const EndToEndPath* dense = report.find_end_to_end("dense"))
     result.dense_tokens_per_ms = dense->tokens_per_ms;
   if (const EndToEndPath* twell = report.find_end_to_end("twell"))

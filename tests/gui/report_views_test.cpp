@@ -54,7 +54,8 @@ TEST(ReportViews, OverviewWeighsDensityAndCollectsWarnings) {
   EXPECT_DOUBLE_EQ(*o.end_to_end_speedup, 1.2);
   EXPECT_DOUBLE_EQ(*o.dispatch_tokens_per_ms, 128.0);
   EXPECT_DOUBLE_EQ(*o.dispatch_speedup, 1.28);
-  EXPECT_EQ(o.layers_below_break_even, 1u);
+  EXPECT_EQ(o.layers_twell_slower, 1u);
+  EXPECT_EQ(o.layers_timed, static_cast<std::size_t>(kSampleLayers));
 
   twell::Report without_dispatch = report;
   without_dispatch.end_to_end.pop_back();

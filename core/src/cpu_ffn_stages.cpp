@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -38,18 +39,92 @@ float silu(float value) {
 // A few overflowing rows are cheaper as matrix-vector products than through the GEMM, whose
 // per-call packing of the whole weight would dominate.
 constexpr std::size_t kGemmRows = 16;
-constexpr std::size_t kGemvBlock = 256;  // output elements per work item
+constexpr std::size_t kWeightRowsPerItem = 64;  // weight rows per work item of the few-rows product
 
-/// Eight partial sums so the loop vectorises without reassociation flags.
+// Eight floats as one vector (GCC and Clang vector extensions): the compiler keeps each lane's sum
+// in its own vector lane. Written as a plain float[8] loop, GCC vectorised the products but added
+// them to the eight partial sums one scalar at a time, to keep their order.
+using Float8 = float __attribute__((vector_size(32)));
+
+// Vectors by reference only: one passed or returned by value changes the calling convention
+// between the clones and the baseline (-Wpsabi). memcpy: the rows are not 32-byte aligned.
+inline void load8(Float8& value, const float* address) {
+  std::memcpy(&value, address, sizeof value);
+}
+
+inline float horizontal_sum(const Float8& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/// Four vector partial sums: four independent chains of vector multiply-adds, so the loop is not
+/// bound by the latency of one.
 TWELL_STAGE_CLONES float dot(const float* a, const float* b, std::size_t count) {
-  float partial[8] = {};
+  Float8 partial[4] = {};
   std::size_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    for (std::size_t lane = 0; lane < 8; ++lane) partial[lane] += a[i + lane] * b[i + lane];
-  float sum = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-              ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; i + 32 <= count; i += 32)
+    for (std::size_t k = 0; k < 4; ++k) {
+      Float8 av, bv;
+      load8(av, a + i + 8 * k);
+      load8(bv, b + i + 8 * k);
+      partial[k] += av * bv;
+    }
+  for (; i + 8 <= count; i += 8) {
+    Float8 av, bv;
+    load8(av, a + i);
+    load8(bv, b + i);
+    partial[0] += av * bv;
+  }
+  float sum = horizontal_sum((partial[0] + partial[1]) + (partial[2] + partial[3]));
   for (; i < count; ++i) sum += a[i] * b[i];
   return sum;
+}
+
+/// dot(a[r], b, count) for four rows a[0..3] at once, one vector partial sum per row: b is loaded
+/// once for the four rows.
+TWELL_STAGE_CLONES void dot_four(const float* const (&a)[4], const float* b, std::size_t count,
+                                 float (&sums)[4]) {
+  Float8 partial[4] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    Float8 bv;
+    load8(bv, b + i);
+    for (std::size_t r = 0; r < 4; ++r) {
+      Float8 av;
+      load8(av, a[r] + i);
+      partial[r] += av * bv;
+    }
+  }
+  for (std::size_t r = 0; r < 4; ++r) {
+    float sum = horizontal_sum(partial[r]);
+    for (std::size_t k = i; k < count; ++k) sum += a[r][k] * b[k];
+    sums[r] = sum;
+  }
+}
+
+/// out = a * w^T for a few rows of `a`; each weight row is read once, against every row of `a`.
+/// Many rows go through the GEMM instead.
+void few_rows_times_weight_t(const Matrix& a, const Matrix& w, Matrix& out, unsigned threads) {
+  if (a.rows >= kGemmRows) {
+    reference::matmul_nt(a, w, out, threads);
+    return;
+  }
+  out = Matrix(a.rows, w.rows);
+  const std::size_t items = (w.rows + kWeightRowsPerItem - 1) / kWeightRowsPerItem;
+  reference::detail::parallel_for(items, threads, [&](std::size_t item, unsigned) {
+    const std::size_t end = std::min(w.rows, (item + 1) * kWeightRowsPerItem);
+    for (std::size_t j = item * kWeightRowsPerItem; j < end; ++j) {
+      const float* weight_row = w.row(j).data();
+      std::size_t i = 0;
+      for (; i + 4 <= a.rows; i += 4) {
+        const float* const rows[4] = {a.row(i).data(), a.row(i + 1).data(), a.row(i + 2).data(),
+                                      a.row(i + 3).data()};
+        float sums[4];
+        dot_four(rows, weight_row, a.cols, sums);
+        for (std::size_t r = 0; r < 4; ++r) out.at(i + r, j) = sums[r];
+      }
+      for (; i < a.rows; ++i) out.at(i, j) = dot(a.row(i).data(), weight_row, a.cols);
+    }
+  });
 }
 
 /// Accumulates one row's contributions: for each stored (column, value) of a row, the up dot
@@ -152,17 +227,7 @@ void twell_overflow_dense(const Matrix& x, const TwellPacked& packed, const Matr
     std::copy(source.begin(), source.end(), gathered.row(i).begin());
   }
   Matrix up_pre;
-  if (gated) {
-    if (rows >= kGemmRows) {
-      reference::matmul_nt(gathered, *layer.up, up_pre, threads);
-    } else {
-      up_pre = Matrix(rows, n);
-      reference::detail::parallel_for(rows * n / kGemvBlock + 1, threads, [&](std::size_t block, unsigned) {
-        for (std::size_t e = block * kGemvBlock; e < std::min(rows * n, (block + 1) * kGemvBlock); ++e)
-          up_pre.data[e] = dot(gathered.row(e / n).data(), layer.up->row(e % n).data(), d);
-      });
-    }
-  }
+  if (gated) few_rows_times_weight_t(gathered, *layer.up, up_pre, threads);
   for (std::size_t i = 0; i < rows; ++i) {
     const auto gate_row = gate_pre.row(packed.overflow_rows[i]);
     auto hidden_row = activated.row(i);
@@ -173,15 +238,7 @@ void twell_overflow_dense(const Matrix& x, const TwellPacked& packed, const Matr
     }
   }
   Matrix result;
-  if (rows >= kGemmRows) {
-    reference::matmul_nt(activated, *layer.down, result, threads);
-  } else {
-    result = Matrix(rows, d);
-    reference::detail::parallel_for(rows * d / kGemvBlock + 1, threads, [&](std::size_t block, unsigned) {
-      for (std::size_t e = block * kGemvBlock; e < std::min(rows * d, (block + 1) * kGemvBlock); ++e)
-        result.data[e] = dot(activated.row(e / d).data(), layer.down->row(e % d).data(), n);
-    });
-  }
+  few_rows_times_weight_t(activated, *layer.down, result, threads);
   for (std::size_t i = 0; i < rows; ++i) {
     const auto source = result.row(i);
     std::copy(source.begin(), source.end(), out.row(packed.overflow_rows[i]).begin());

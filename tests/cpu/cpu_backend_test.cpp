@@ -221,9 +221,12 @@ TEST(CpuBackend, TwellFfnRoutesOverflowingRowsDensely) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   Matrix input(24, 256);
   for (float& v : input.data) v = normal(rng);
-  Matrix few(3, 256);  // few overflowing rows take the matrix-vector fallback, many the GEMM
-  std::copy(input.data.begin(), input.data.begin() + few.data.size(), few.data.begin());
-  for (const Matrix* x : {&few, &input}) {
+  // Few overflowing rows take the matrix-vector fallback (four rows at a time, then one by one),
+  // many the GEMM.
+  Matrix three(3, 256), seven(7, 256);
+  for (Matrix* few : {&three, &seven})
+    std::copy(input.data.begin(), input.data.begin() + few->data.size(), few->data.begin());
+  for (const Matrix* x : {&three, &seven, &input}) {
     for (const std::uint32_t c : {8u, 4u, 2u}) {
       twell::FfnOptions options;
       options.compression = c;

@@ -46,14 +46,18 @@ void pack_b_block(const Problem& p, std::size_t n0, std::size_t n_count, std::si
   const std::size_t panels = (n_count + kPanelCols - 1) / kPanelCols;
   for (std::size_t panel = 0; panel < panels; ++panel) {
     float* panel_out = packed + panel * k_count * kPanelCols;
+    // One row of the panel at a time: its writes are contiguous, and the panel's 32 rows of b are
+    // read as 32 sequential streams.
+    std::array<const float*, kPanelCols> sources{};
+    std::size_t live = 0;
     for (std::size_t c = 0; c < kPanelCols; ++c) {
       const std::size_t n = n0 + panel * kPanelCols + c;
-      if (n < n0 + n_count) {
-        const float* source = p.b + n * p.depth + k0;
-        for (std::size_t k = 0; k < k_count; ++k) panel_out[k * kPanelCols + c] = source[k];
-      } else {
-        for (std::size_t k = 0; k < k_count; ++k) panel_out[k * kPanelCols + c] = 0.0f;
-      }
+      if (n < n0 + n_count) sources[live++] = p.b + n * p.depth + k0;
+    }
+    for (std::size_t k = 0; k < k_count; ++k) {
+      float* row = panel_out + k * kPanelCols;
+      for (std::size_t c = 0; c < live; ++c) row[c] = sources[c][k];
+      for (std::size_t c = live; c < kPanelCols; ++c) row[c] = 0.0f;
     }
   }
 }

@@ -67,6 +67,15 @@ __host__ __device__ constexpr int shared_bytes_for(int compression) {
 #define TWELL_SM90A_DEVICE 1
 #endif
 
+// The cluster shape is compiled in for the host and for devices that have clusters. The device
+// passes for older architectures (whose kernel body is empty) must not see it: nvcc rejects it
+// there unless the toolkit headers happen to be system headers (-isystem), as CMake passes them.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TWELL_GATE_CLUSTER_DIMS(size) __cluster_dims__(size, 1, 1)
+#else
+#define TWELL_GATE_CLUSTER_DIMS(size)
+#endif
+
 #ifdef TWELL_SM90A_DEVICE
 __device__ __forceinline__ std::uint32_t smem_address(const void* pointer) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
@@ -401,7 +410,7 @@ __device__ __forceinline__ void copy_out_rows(std::uint32_t staging_address, int
 #endif  // TWELL_SM90A_DEVICE
 
 template <int Compression, int ClusterSize>
-__global__ void __cluster_dims__(ClusterSize, 1, 1) __launch_bounds__(kThreads, 1)
+__global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads, 1)
     twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
                                 const __grid_constant__ CUtensorMap w_map, GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE

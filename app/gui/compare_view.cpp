@@ -12,6 +12,7 @@
 
 #include "compare_model.hpp"
 #include "format.hpp"
+#include "plot_style.hpp"
 #include "report_document.hpp"
 #include "twell/report_compare.hpp"
 
@@ -32,6 +33,7 @@ CompareSpeedupPlot::CompareSpeedupPlot(ReportDocument* document, CompareModel* m
     bars->setBarsGroup(group);
   }
   plot()->legend->setVisible(true);
+  placeLegendAbovePlot(plot());
   plot()->yAxis->setLabel(tr("speedup (dense / TwELL)"));
   plot()->axisRect()->setRangeZoom(Qt::Horizontal);
   plot()->axisRect()->setRangeDrag(Qt::Horizontal);

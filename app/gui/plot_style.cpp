@@ -38,4 +38,21 @@ QCPItemStraightLine* addMarker(QCustomPlot* plot, Qt::Orientation orientation, d
   return line;
 }
 
+void placeLegendAbovePlot(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  if (plot->axisRect()->insetLayout()->take(legend)) plot->axisRect()->insetLayout()->simplify();
+  plot->plotLayout()->insertRow(0);
+  plot->plotLayout()->setRowStretchFactor(0, 0.001);  // as tall as its entries, no more
+  // The legend at the left, as wide as its entries: an empty element takes the rest of the row.
+  auto* row = new QCPLayoutGrid;
+  plot->plotLayout()->addElement(0, 0, row);
+  row->addElement(0, 0, legend);
+  row->addElement(0, 1, new QCPLayoutElement(plot));
+  row->setColumnStretchFactor(0, 0.001);
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setBrush(Qt::NoBrush);
+  legend->setMargins(QMargins(4, 0, 4, 0));
+}
+
 }  // namespace twellscope

@@ -45,7 +45,7 @@ LayerTimingPlot::LayerTimingPlot(ReportDocument* document, QWidget* parent)
   plot()->yAxis->setLabel(tr("median time per repetition (µs)"));
   plot()->xAxis->setLabel(tr("layer"));
   plot()->legend->setVisible(true);
-  plot()->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  placeLegendAbovePlot(plot());
   // Zoom and pan along layers only; the time axis follows the data.
   plot()->axisRect()->setRangeZoom(Qt::Horizontal);
   plot()->axisRect()->setRangeDrag(Qt::Horizontal);
@@ -138,6 +138,7 @@ KernelBreakdownPlot::KernelBreakdownPlot(ReportDocument* document, QWidget* pare
     : PlotPage(tr("Kernels of the selected layer"), parent), m_document(document) {
   plot()->xAxis->setLabel(tr("median time (µs)"));
   plot()->yAxis->setRangeReversed(true);
+  placeLegendAbovePlot(plot());
   plot()->axisRect()->setRangeZoom(Qt::Horizontal);
   plot()->axisRect()->setRangeDrag(Qt::Horizontal);
   connect(document, &ReportDocument::reportChanged, this, &KernelBreakdownPlot::rebuild);
@@ -173,7 +174,6 @@ void KernelBreakdownPlot::rebuild() {
   }
   plot()->yAxis->setTicker(ticker);
   plot()->legend->setVisible(!byPath.isEmpty());
-  plot()->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   setEmptyMessage(m_document->hasReport() && m_entries.empty() ? tr("No kernel timings for this layer")
                                                                : QString());
   if (layer >= 0 && m_document->hasReport())

@@ -67,8 +67,9 @@ void NnzHistogramPlot::rebuild() {
 
 void NnzHistogramPlot::resetView() {
   plot()->rescaleAxes();
+  // Room right of the max marker for its label, which starts at the line.
   plot()->xAxis->setRange(std::min(-0.5, plot()->xAxis->range().lower),
-                          std::max(m_series.max + 1, plot()->xAxis->range().upper));
+                          std::max(m_series.max * 1.12 + 1, plot()->xAxis->range().upper));
   plot()->yAxis->setRangeLower(0);
   plot()->yAxis->scaleRange(1.1, 0);
   plot()->replot();

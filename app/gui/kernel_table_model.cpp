@@ -86,10 +86,12 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
       return dim3Text(r.grid);
     case BlockColumn:
       return dim3Text(r.block);
+    // Launch resources exist only for kernel launches (CPU regions and copies have no grid).
     case RegistersColumn:
-      return r.registers_per_thread;
+      return dim3Size(r.grid) > 0 ? QVariant(r.registers_per_thread) : QVariant(kNotMeasured);
     case SharedColumn:
-      return r.static_shared_bytes + r.dynamic_shared_bytes;
+      return dim3Size(r.grid) > 0 ? QVariant(r.static_shared_bytes + r.dynamic_shared_bytes)
+                                  : QVariant(kNotMeasured);
   }
   return {};
 }

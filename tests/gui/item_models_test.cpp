@@ -83,6 +83,8 @@ TEST(ItemModels, KernelTableModelPassesTheModelTesterAndFilters) {
   ASSERT_EQ(model.rowCount(), int(report->timeline.size()));
   EXPECT_EQ(model.data(model.index(0, KernelTableModel::StartColumn)).toString(), QStringLiteral("0.000"));
   EXPECT_EQ(model.data(model.index(0, KernelTableModel::GridColumn)).toString(), QStringLiteral("132×1×1"));
+  EXPECT_EQ(model.data(model.index(0, KernelTableModel::RegistersColumn)).toInt(), 96);
+  EXPECT_EQ(model.data(model.index(0, KernelTableModel::SharedColumn)).toInt(), 16384);
   proxy.setNameFilter(QStringLiteral("GATE_PACK"));
   EXPECT_EQ(proxy.rowCount(), kSampleLayers);
   proxy.setLayerFilter(2);
@@ -103,6 +105,24 @@ TEST(ItemModels, KernelTableModelPassesTheModelTesterAndFilters) {
   EXPECT_GT(first, last);
   model.setReport(nullptr);
   EXPECT_EQ(proxy.rowCount(), 0);
+}
+
+TEST(ItemModels, KernelTableShowsNoLaunchResourcesForCpuRegions) {
+  // A CPU backend's region has no grid, so no registers or shared memory to show (not zero).
+  twell::Report cpu = makeSampleReport();
+  for (twell::KernelRecord& r : cpu.timeline) {
+    r.kind = "cpu";
+    r.grid = {0, 0, 0};
+    r.block = {0, 0, 0};
+    r.registers_per_thread = 0;
+    r.static_shared_bytes = 0;
+  }
+  KernelTableModel model;
+  model.setReport(std::make_shared<const twell::Report>(std::move(cpu)));
+  ASSERT_GT(model.rowCount(), 0);
+  for (const int column : {int(KernelTableModel::GridColumn), int(KernelTableModel::BlockColumn),
+                           int(KernelTableModel::RegistersColumn), int(KernelTableModel::SharedColumn)})
+    EXPECT_EQ(model.data(model.index(0, column)).toString(), QStringLiteral("—")) << column;
 }
 
 TEST(ItemModels, CompareModelPassesTheModelTester) {

@@ -121,19 +121,24 @@ void matmul_nt(const Matrix& a, const Matrix& b, Matrix& out, unsigned threads) 
   const Problem problem{a.data.data(), b.data.data(), out.data.data(), a.rows, b.rows, a.cols};
   const std::size_t row_blocks = (a.rows + kRowBlock - 1) / kRowBlock;
   const std::size_t col_blocks = (b.rows + kColBlock - 1) / kColBlock;
-  const std::size_t items = row_blocks * col_blocks;
   if (2 * a.rows * b.rows * a.cols < kSerialFlops) threads = 1;
-  threads = detail::effective_threads(threads, items);
+  threads = detail::effective_threads(threads, row_blocks * col_blocks);
+  // An item packs its block of b once per depth block and runs it against all its rows, so items
+  // take as many row blocks as still leaves about two items per thread.
+  const std::size_t row_groups = std::min(
+      row_blocks, std::max<std::size_t>(1, (2 * std::size_t{threads} + col_blocks - 1) / col_blocks));
+  const std::size_t rows_per_group = (row_blocks + row_groups - 1) / row_groups * kRowBlock;
+  const std::size_t items = col_blocks * row_groups;
 
   std::vector<std::vector<float>> packed(threads, std::vector<float>(kColBlock * kDepthBlock));
   const std::vector<float> zero_row(kDepthBlock, 0.0f);
   // Column blocks outermost so concurrent items share one block of b in the last-level cache.
   detail::parallel_for(items, threads, [&](std::size_t item, unsigned worker) {
-    const std::size_t col_block = item / row_blocks;
-    const std::size_t row_block = item % row_blocks;
-    const std::size_t m0 = row_block * kRowBlock;
+    const std::size_t col_block = item / row_groups;
+    const std::size_t m0 = item % row_groups * rows_per_group;
+    if (m0 >= a.rows) return;
     const std::size_t n0 = col_block * kColBlock;
-    compute_block(problem, m0, std::min(kRowBlock, a.rows - m0), n0, std::min(kColBlock, b.rows - n0),
+    compute_block(problem, m0, std::min(rows_per_group, a.rows - m0), n0, std::min(kColBlock, b.rows - n0),
                   packed[worker].data(), zero_row.data());
   });
 }

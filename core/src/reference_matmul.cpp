@@ -7,6 +7,7 @@
 // one), so results do not depend on the thread count.
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,24 +40,59 @@ struct Problem {
   std::size_t rows, cols, depth;  // M, N, K
 };
 
+using Float8 = float __attribute__((vector_size(32)));
+
+/// out[j] = the j-th elements of rows[0..7]: an 8 x 8 transpose in three rounds of shuffles.
+/// Vectors by reference only: passed by value they change the calling convention between the
+/// clones and the baseline (-Wpsabi).
+inline __attribute__((always_inline)) void transpose8x8(const Float8 (&rows)[8], Float8 (&out)[8]) {
+  Float8 a[8], b[8];
+  for (int i = 0; i < 4; ++i) {  // pairs of rows, element by element
+    a[2 * i] = __builtin_shufflevector(rows[2 * i], rows[2 * i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    a[2 * i + 1] = __builtin_shufflevector(rows[2 * i], rows[2 * i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int h = 0; h < 2; ++h) {  // pairs of pairs, two elements at a time
+    for (int i = 0; i < 2; ++i) {
+      const Float8& x = a[4 * h + i];
+      const Float8& y = a[4 * h + i + 2];
+      b[4 * h + 2 * i] = __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13);
+      b[4 * h + 2 * i + 1] = __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  }
+  for (int i = 0; i < 4; ++i) {  // halves of 4
+    out[i] = __builtin_shufflevector(b[i], b[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    out[i + 4] = __builtin_shufflevector(b[i], b[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
 /// Copies b[n0 .. n0+n_count) x [k0 .. k0+k_count) into panels of kPanelCols columns, each laid out
-/// [k][column], columns past N zero.
-void pack_b_block(const Problem& p, std::size_t n0, std::size_t n_count, std::size_t k0, std::size_t k_count,
-                  float* packed) {
+/// [k][column], columns past N zero. Whole 8 x 8 tiles are transposed in registers; the rest (a
+/// panel's last columns past N, a depth not a multiple of 8) element by element.
+TWELL_MATMUL_CLONES void pack_b_block(const Problem& p, std::size_t n0, std::size_t n_count, std::size_t k0,
+                                      std::size_t k_count, float* packed) {
   const std::size_t panels = (n_count + kPanelCols - 1) / kPanelCols;
   for (std::size_t panel = 0; panel < panels; ++panel) {
     float* panel_out = packed + panel * k_count * kPanelCols;
-    // One row of the panel at a time: its writes are contiguous, and the panel's 32 rows of b are
-    // read as 32 sequential streams.
     std::array<const float*, kPanelCols> sources{};
     std::size_t live = 0;
     for (std::size_t c = 0; c < kPanelCols; ++c) {
       const std::size_t n = n0 + panel * kPanelCols + c;
       if (n < n0 + n_count) sources[live++] = p.b + n * p.depth + k0;
     }
+    const std::size_t tiled_columns = live / 8 * 8;
+    const std::size_t tiled_depth = k_count / 8 * 8;
+    for (std::size_t c0 = 0; c0 < tiled_columns; c0 += 8) {
+      for (std::size_t k = 0; k < tiled_depth; k += 8) {
+        Float8 rows[8], columns[8];
+        for (std::size_t i = 0; i < 8; ++i) std::memcpy(&rows[i], sources[c0 + i] + k, sizeof(Float8));
+        transpose8x8(rows, columns);
+        for (std::size_t j = 0; j < 8; ++j)
+          std::memcpy(panel_out + (k + j) * kPanelCols + c0, &columns[j], sizeof(Float8));
+      }
+    }
     for (std::size_t k = 0; k < k_count; ++k) {
       float* row = panel_out + k * kPanelCols;
-      for (std::size_t c = 0; c < live; ++c) row[c] = sources[c][k];
+      for (std::size_t c = k < tiled_depth ? tiled_columns : 0; c < live; ++c) row[c] = sources[c][k];
       for (std::size_t c = live; c < kPanelCols; ++c) row[c] = 0.0f;
     }
   }

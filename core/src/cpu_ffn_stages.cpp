@@ -3,21 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cpu_vector.hpp"
 #include "reference_parallel.hpp"
 #include "twell/error.hpp"
 #include "twell/reference_ffn.hpp"
 
 // The sparse consumer's dot products and row updates are compiled for AVX-512 and AVX2 as well as
-// the baseline, picked at load time, as the reference GEMM is.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define TWELL_STAGE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TWELL_STAGE_CLONES
-#endif
+// the baseline (TWELL_CPU_CLONES), as the reference GEMM is.
 
 namespace twell::cpu {
 namespace {
@@ -41,24 +36,15 @@ float silu(float value) {
 constexpr std::size_t kGemmRows = 16;
 constexpr std::size_t kWeightRowsPerItem = 64;  // weight rows per work item of the few-rows product
 
-// Eight floats as one vector (GCC and Clang vector extensions): the compiler keeps each lane's sum
-// in its own vector lane. Written as a plain float[8] loop, GCC vectorised the products but added
-// them to the eight partial sums one scalar at a time, to keep their order.
-using Float8 = float __attribute__((vector_size(32)));
-
-// Vectors by reference only: one passed or returned by value changes the calling convention
-// between the clones and the baseline (-Wpsabi). memcpy: the rows are not 32-byte aligned.
-inline void load8(Float8& value, const float* address) {
-  std::memcpy(&value, address, sizeof value);
-}
-
-inline float horizontal_sum(const Float8& v) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
+// Written as a plain float[8] loop, GCC vectorised the dot product's products but added them to
+// the eight partial sums one scalar at a time, to keep their order: the sums live in Float8 lanes.
+using cpu_vector::Float8;
+using cpu_vector::horizontal_sum;
+using cpu_vector::load8;
 
 /// Four vector partial sums: four independent chains of vector multiply-adds, so the loop is not
 /// bound by the latency of one.
-TWELL_STAGE_CLONES float dot(const float* a, const float* b, std::size_t count) {
+TWELL_CPU_CLONES float dot(const float* a, const float* b, std::size_t count) {
   Float8 partial[4] = {};
   std::size_t i = 0;
   for (; i + 32 <= count; i += 32)
@@ -81,8 +67,8 @@ TWELL_STAGE_CLONES float dot(const float* a, const float* b, std::size_t count) 
 
 /// dot(a[r], b, count) for four rows a[0..3] at once, one vector partial sum per row: b is loaded
 /// once for the four rows.
-TWELL_STAGE_CLONES void dot_four(const float* const (&a)[4], const float* b, std::size_t count,
-                                 float (&sums)[4]) {
+TWELL_CPU_CLONES void dot_four(const float* const (&a)[4], const float* b, std::size_t count,
+                               float (&sums)[4]) {
   Float8 partial[4] = {};
   std::size_t i = 0;
   for (; i + 8 <= count; i += 8) {
@@ -129,10 +115,10 @@ void few_rows_times_weight_t(const Matrix& a, const Matrix& w, Matrix& out, unsi
 
 /// Accumulates one row's contributions: for each stored (column, value) of a row, the up dot
 /// product and the down update.
-TWELL_STAGE_CLONES void accumulate_row(const float* x_row, const float* gate_pre_row,
-                                       const std::uint32_t* row_words, std::uint32_t tiles,
-                                       std::uint32_t slots, const float* up, const float* down_t,
-                                       std::size_t d, bool gated, float* out_row) {
+TWELL_CPU_CLONES void accumulate_row(const float* x_row, const float* gate_pre_row,
+                                     const std::uint32_t* row_words, std::uint32_t tiles, std::uint32_t slots,
+                                     const float* up, const float* down_t, std::size_t d, bool gated,
+                                     float* out_row) {
   for (std::uint32_t tile = 0; tile < tiles; ++tile) {
     const std::uint32_t* tile_words = row_words + static_cast<std::size_t>(tile) * slots;
     const std::uint32_t count = tile_words[0];

@@ -8,17 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu_vector.hpp"
 #include "reference_parallel.hpp"
 #include "twell/error.hpp"
 #include "twell/reference_ffn.hpp"
 
 // The attention's dot products and row updates are compiled for AVX-512 and AVX2 as well as the
-// baseline, picked at load time, as the reference GEMM is.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define TWELL_FORWARD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TWELL_FORWARD_CLONES
-#endif
+// baseline (TWELL_CPU_CLONES), as the reference GEMM is.
 
 namespace twell::reference {
 namespace {
@@ -34,9 +30,9 @@ unsigned threads_for(std::size_t elements, unsigned threads) {
 /// Scores of one query against keys 0..count-1 (row stride `stride`), then the softmax-weighted
 /// sum of the values into `result`. Eight partial sums let the dot products vectorise without
 /// reassociation flags.
-TWELL_FORWARD_CLONES void attend_one_query(const float* query, const float* keys, const float* values,
-                                           std::size_t stride, std::size_t count, std::size_t head_dim,
-                                           float scale, float* weights, float* accumulator, float* result) {
+TWELL_CPU_CLONES void attend_one_query(const float* query, const float* keys, const float* values,
+                                       std::size_t stride, std::size_t count, std::size_t head_dim,
+                                       float scale, float* weights, float* accumulator, float* result) {
   float max_score = -INFINITY;
   for (std::size_t t = 0; t < count; ++t) {
     const float* key = keys + t * stride;

@@ -7,21 +7,16 @@
 // one), so results do not depend on the thread count.
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cpu_vector.hpp"
 #include "reference_parallel.hpp"
 #include "twell/error.hpp"
 #include "twell/reference_ffn.hpp"
 
-// The hot kernel is compiled for AVX-512 and AVX2 as well as the baseline, picked at load time,
-// since release builds target the generic x86-64 baseline.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define TWELL_MATMUL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TWELL_MATMUL_CLONES
-#endif
+// The hot kernel and the packing are compiled for AVX-512 and AVX2 as well as the baseline
+// (TWELL_CPU_CLONES).
 
 namespace twell::reference {
 namespace {
@@ -40,11 +35,11 @@ struct Problem {
   std::size_t rows, cols, depth;  // M, N, K
 };
 
-using Float8 = float __attribute__((vector_size(32)));
+using cpu_vector::Float8;
+using cpu_vector::load8;
+using cpu_vector::store8;
 
 /// out[j] = the j-th elements of rows[0..7]: an 8 x 8 transpose in three rounds of shuffles.
-/// Vectors by reference only: passed by value they change the calling convention between the
-/// clones and the baseline (-Wpsabi).
 inline __attribute__((always_inline)) void transpose8x8(const Float8 (&rows)[8], Float8 (&out)[8]) {
   Float8 a[8], b[8];
   for (int i = 0; i < 4; ++i) {  // pairs of rows, element by element
@@ -68,8 +63,8 @@ inline __attribute__((always_inline)) void transpose8x8(const Float8 (&rows)[8],
 /// Copies b[n0 .. n0+n_count) x [k0 .. k0+k_count) into panels of kPanelCols columns, each laid out
 /// [k][column], columns past N zero. Whole 8 x 8 tiles are transposed in registers; the rest (a
 /// panel's last columns past N, a depth not a multiple of 8) element by element.
-TWELL_MATMUL_CLONES void pack_b_block(const Problem& p, std::size_t n0, std::size_t n_count, std::size_t k0,
-                                      std::size_t k_count, float* packed) {
+TWELL_CPU_CLONES void pack_b_block(const Problem& p, std::size_t n0, std::size_t n_count, std::size_t k0,
+                                   std::size_t k_count, float* packed) {
   const std::size_t panels = (n_count + kPanelCols - 1) / kPanelCols;
   for (std::size_t panel = 0; panel < panels; ++panel) {
     float* panel_out = packed + panel * k_count * kPanelCols;
@@ -84,10 +79,9 @@ TWELL_MATMUL_CLONES void pack_b_block(const Problem& p, std::size_t n0, std::siz
     for (std::size_t c0 = 0; c0 < tiled_columns; c0 += 8) {
       for (std::size_t k = 0; k < tiled_depth; k += 8) {
         Float8 rows[8], columns[8];
-        for (std::size_t i = 0; i < 8; ++i) std::memcpy(&rows[i], sources[c0 + i] + k, sizeof(Float8));
+        for (std::size_t i = 0; i < 8; ++i) load8(rows[i], sources[c0 + i] + k);
         transpose8x8(rows, columns);
-        for (std::size_t j = 0; j < 8; ++j)
-          std::memcpy(panel_out + (k + j) * kPanelCols + c0, &columns[j], sizeof(Float8));
+        for (std::size_t j = 0; j < 8; ++j) store8(panel_out + (k + j) * kPanelCols + c0, columns[j]);
       }
     }
     for (std::size_t k = 0; k < k_count; ++k) {
@@ -114,8 +108,8 @@ inline __attribute__((always_inline)) void panel_kernel(const std::array<const f
     for (std::size_t c = 0; c < kPanelCols; ++c) tile[r][c] = acc[r][c];
 }
 
-TWELL_MATMUL_CLONES void compute_block(const Problem& p, std::size_t m0, std::size_t m_count, std::size_t n0,
-                                       std::size_t n_count, float* packed, const float* zero_row) {
+TWELL_CPU_CLONES void compute_block(const Problem& p, std::size_t m0, std::size_t m_count, std::size_t n0,
+                                    std::size_t n_count, float* packed, const float* zero_row) {
   const std::size_t panels = (n_count + kPanelCols - 1) / kPanelCols;
   for (std::size_t k0 = 0; k0 < p.depth; k0 += kDepthBlock) {
     const std::size_t k_count = std::min(kDepthBlock, p.depth - k0);

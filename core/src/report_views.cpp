@@ -70,7 +70,6 @@ std::vector<LayerRow> layer_rows(const Report& report) {
 Overview overview(const Report& report) {
   Overview result;
   double nonzeros = 0, cells = 0;
-  std::size_t slower = 0;
   for (const LayerRow& row : layer_rows(report)) {
     const LayerReport& layer = *std::find_if(report.layers.begin(), report.layers.end(),
                                              [&](const LayerReport& l) { return l.index == row.layer; });
@@ -79,11 +78,12 @@ Overview overview(const Report& report) {
     cells += layer_cells;
     result.dead_neurons += row.dead_neurons;
     result.neurons += row.neurons;
-    if (row.speedup) ++result.layers_timed;
-    if (row.speedup && *row.speedup < 1.0) ++slower;
+    if (row.speedup) {
+      ++result.layers_timed;
+      if (*row.speedup < 1.0) ++result.layers_twell_slower;
+    }
   }
   result.overall_density = cells > 0 ? nonzeros / cells : 0.0;
-  result.layers_twell_slower = slower;
   if (const EndToEndPath* dense = report.find_end_to_end("dense"))
     result.dense_tokens_per_ms = dense->tokens_per_ms;
   if (const EndToEndPath* twell = report.find_end_to_end("twell"))

@@ -12,20 +12,22 @@
 // - packing overlapped with the next tile: after a tile's mainloop each consumer thread turns its
 //   128 accumulators into 64 ReLU'd bf16 pairs (one cvt each) and goes on to the next tile; the
 //   pairs are placed during that tile's first eight k-blocks, one slice of 8 between issuing a
-//   k-block's wgmma and waiting for them, so the tensor cores idle only for the conversion. Two
-//   ballots per column pair give every positive its slot, in column order, no atomics; entries are
-//   (global column | bf16 << 16) staged in shared memory, then copied out 16 bytes per thread after
-//   the eighth slice. A tile never holds more than its capacity: the count word is clamped and the
+//   k-block's wgmma and waiting for them, so the tensor cores idle only for the conversion. Each
+//   lane ranks its own positives, in column order, from its quad's entry words (no atomics);
+//   entries are (global column | bf16 << 16) staged in shared memory and written after the eighth
+//   slice (C = 8: one TMA store per warpgroup from 128-byte-swizzled rows; C = 4/2: 16 bytes per
+//   thread). A tile never holds more than its capacity: the count word is clamped and the
 //   row is flagged for dense recomputation. Each consumer warpgroup stages and writes only its own
 //   64 rows, and a warpgroup barrier separates the copy-out of one tile from the first slice of the
 //   next (the reuse race TWELL_SPEC §2.1 step 5 describes cannot happen).
 // Every instruction a consumer warp issues while its wgmma run costs tensor-core time (with the
 // placing and copy-out removed and the conversion kept the gate ran at 0.955 of cuBLAS and its
-// tensor pipe 98 % busy under ncu; with both, 1.12 and 84 %), so the placing is kept short: 5
-// instructions for a pair no row of the warp has an entry in, 27 for one it has.
-// Gate / cuBLAS at M 131072: 1.035-1.040 at 0.5 % density, 1.13 at 2 %, 1.18 at 5 %, against
-// 1.10-1.11 / 1.27 / 1.32-1.33 for the placing before it, alternated in one session
-// (h200-gate-placement-2026-12-04.json).
+// tensor pipe 98 % busy under ncu; with both, 1.12 and 84 %), so the placing is kept short: each
+// lane places only its own entries, ranked from the quad's entry words (no vote per pair), and at
+// C = 8 one TMA store per warpgroup replaces the thread copy-out.
+// Gate / cuBLAS at M 131072: 0.990-0.991 at 0.5 % density, 1.043-1.044 at 2 %, 1.094-1.096 at 5 %,
+// against 1.040-1.047 / 1.137-1.147 / 1.193-1.197 for the vote-per-pair placing before it,
+// alternated in one session (h200-gate-lane-placing-consumer-2026-12-05.json).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -55,8 +57,15 @@ constexpr int kStageBytes = kStageBytesA + kStageBytesB;
 __host__ __device__ constexpr int stages_for(int compression) {
   return compression == 8 ? 4 : 3;
 }
+// With C = 8 a staged row is one 128-byte line and the tile leaves through one TMA store per
+// consumer warpgroup, its rows in the store's 128-byte swizzle (which also spreads the rows' equal
+// slots over the banks); with C = 4 and C = 2 rows are padded by 4 words against bank conflicts and
+// copied out by the threads.
+__host__ __device__ constexpr bool stores_by_tma(int compression) {
+  return compression == 8;
+}
 __host__ __device__ constexpr int staging_pitch_words(int compression) {
-  return kTileN / compression + 4;
+  return stores_by_tma(compression) ? kTileN / compression : kTileN / compression + 4;
 }
 __host__ __device__ constexpr int shared_bytes_for(int compression) {
   return 1024 /* alignment slack */ + stages_for(compression) * kStageBytes +
@@ -124,6 +133,31 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* destination, const C
       " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_address(destination)),
       "l"(map), "r"(smem_address(barrier)), "r"(inner), "r"(outer), "h"(cta_mask)
       : "memory");
+}
+
+// Writes the box at (inner, outer) of the tensor `map` from shared memory, in the bulk async-group
+// of the issuing thread.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, std::uint32_t source, int inner,
+                                             int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
+               "r"(source), "r"(inner), "r"(outer)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Until the issuing thread's bulk stores have read their shared memory.
+__device__ __forceinline__ void wait_bulk_stores_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// Until the issuing thread's bulk stores are complete.
+__device__ __forceinline__ void wait_bulk_stores_done() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// Makes this thread's generic-proxy shared-memory writes visible to the TMA (async proxy).
+__device__ __forceinline__ void fence_shared_for_tma() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 __device__ __forceinline__ std::uint32_t cluster_rank() {
@@ -283,6 +317,25 @@ __device__ __forceinline__ void store_entry(std::uint32_t address, std::uint32_t
       : "memory");
 }
 
+// Stores the TwELL entry (column | bf16 << 16) of one half of a pair, the half chosen at run time by
+// the prmt byte selector (0x5410: the low half, 0x7610: the high half), if `slot` is below the tile's
+// capacity (the count may pass it; the store is predicated rather than branched around).
+template <std::uint32_t Capacity>
+__device__ __forceinline__ void store_entry_of_half(std::uint32_t address, std::uint32_t column,
+                                                    std::uint32_t pair, std::uint32_t selector,
+                                                    std::uint32_t slot) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 entry;\n"
+      ".reg .pred below;\n"
+      "setp.lt.u32 below, %4, %5;\n"
+      "prmt.b32 entry, %1, %2, %3;\n"
+      "@below st.shared.u32 [%0], entry;\n"
+      "}\n" ::"r"(address),
+      "r"(column), "r"(pair), "r"(selector), "r"(slot), "n"(Capacity)
+      : "memory");
+}
+
 // What a consumer thread needs to place the entries of its two rows of a tile. Each row's 256
 // values are spread over the 4 lanes of a quad: lane q holds the column pairs 8 j + 2 q + {0, 1},
 // j = 0..31. The row of half 1 lies 8 rows below the row of half 0 (one address, not two, and one
@@ -293,42 +346,19 @@ struct PackCursor {
   std::uint32_t found[2];       // entries so far in each half's row: the same in the quad's lanes
 };
 
+// The shared-window address of word `word` (0: the count, 1 + s: slot s) of a half's row. In the
+// TMA store's 128-byte swizzle a row's 16-byte chunks are permuted by the row's index mod 8, which
+// is bits 7-9 of its 1024-byte aligned address.
 template <int Compression>
-__device__ __forceinline__ std::uint32_t row_address(const PackCursor& cursor, int half) {
-  return cursor.half0_address + static_cast<std::uint32_t>(half) * 8u * staging_pitch_words(Compression) * 4u;
-}
-
-// Places column pair j of a row. Two ballots say which lanes hold a positive; a lane's slot is the
-// row's count so far plus the positives of the lanes before it in its quad, so the entries land in
-// column order with no atomics and no shuffles, and a pair where none of the warp's 8 rows is
-// positive (most of them at low density) costs one vote and a branch. Both stores are predicated,
-// not branched around. The count may pass the capacity; the copy-out clamps it and flags the row.
-template <int Compression, int Half>
-__device__ __forceinline__ void place_pair(std::uint32_t pair, int j, PackCursor& cursor,
-                                           std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
-  constexpr std::uint32_t kCapacity = kTileN / Compression - 1;
-  // A ReLU'd pair is all zero bits unless a half is positive or NaN: one compare and one vote skip
-  // the pairs where none of the warp's rows has an entry; the exact test runs only past it.
-  if (!__any_sync(0xffffffffu, pair != 0u)) return;  // warp-uniform
-  const std::uint32_t halves = positive_halves(pair);
-  const bool even_positive = halves & 0x0000FFFFu;
-  const bool odd_positive = halves & 0xFFFF0000u;
-  const std::uint32_t even_lanes = __ballot_sync(0xffffffffu, even_positive);
-  const std::uint32_t odd_lanes = __ballot_sync(0xffffffffu, odd_positive);
-  // The quad's even bits where they are and its odd bits 4 places up (rotated, so the top quad's
-  // wrap to bits 0-3, which no other quad's even bits occupy here): one popc counts both.
-  const std::uint32_t quad_positives =
-      (even_lanes & quad_mask) | __funnelshift_l(odd_lanes & quad_mask, odd_lanes & quad_mask, 4);
-  std::uint32_t& found = cursor.found[Half];
-  const std::uint32_t even_slot = found + __popc(quad_positives & quad_lanes_before);
-  const std::uint32_t odd_slot = even_slot + (even_positive ? 1u : 0u);
-  const std::uint32_t offset = static_cast<std::uint32_t>(j) * 8;
-  const std::uint32_t address = row_address<Compression>(cursor, Half);
-  if (even_positive && even_slot < kCapacity)
-    store_entry<0x5410>(address + 4 * (1 + even_slot), cursor.column_base, offset, pair);
-  if (odd_positive && odd_slot < kCapacity)
-    store_entry<0x7610>(address + 4 * (1 + odd_slot), cursor.column_base, offset + 1, pair);
-  found += __popc(quad_positives);
+__device__ __forceinline__ std::uint32_t slot_address(const PackCursor& cursor, int half,
+                                                      std::uint32_t word) {
+  const std::uint32_t row =
+      cursor.half0_address + static_cast<std::uint32_t>(half) * 8u * staging_pitch_words(Compression) * 4u;
+  if constexpr (stores_by_tma(Compression)) {
+    return row + ((word * 4u) ^ ((cursor.half0_address >> 3) & 0x70u));
+  } else {
+    return row + word * 4u;
+  }
 }
 
 // How many slices a tile's packing is cut into: one slice is placed per k-block of the next tile,
@@ -341,32 +371,80 @@ static_assert(kPackSlices == 2 || kPackSlices == 4 || kPackSlices == 8 || kPackS
               "a slice covers a whole number of pairs of one row");
 
 // A tile's entries wait in 64 ReLU'd bf16 pairs per thread (pairs [0, 32) for the row of half 0,
-// [32, 64) for the row of half 1) and are placed during the next tile's first kPackSlices k-blocks.
+// [32, 64) for the row of half 1) and are placed during the next tile's first kPackSlices k-blocks,
+// 8 pairs of one row per slice. Each lane first gathers which of its 16 values are entries into one
+// word (bit i: the low half of pair i, bit 16 + i: the high half), the quad's four words are
+// exchanged, and each lane then places only its own entries: an entry's slot is the row's count so
+// far plus the quad's entries in earlier pairs plus, in its own pair, those of the quad's earlier
+// lanes and, for a high half, its own low half, so the entries land in column order with no
+// atomics and no vote per pair. `before_low` / `before_high` select, in the quad words built below,
+// the bytes of the lanes before this one.
+constexpr int kPairsPerSlice = 64 / kPackSlices;
+static_assert(kPairsPerSlice == 8, "a slice's entry word holds 8 pairs");
+
+// Pair i of a slice by a run-time index: a tree of selects keeps the pairs in registers.
+__device__ __forceinline__ std::uint32_t select_pair(const std::uint32_t (&pairs)[kPairsPerSlice],
+                                                     std::uint32_t i) {
+  const std::uint32_t p01 = (i & 1u) ? pairs[1] : pairs[0];
+  const std::uint32_t p23 = (i & 1u) ? pairs[3] : pairs[2];
+  const std::uint32_t p45 = (i & 1u) ? pairs[5] : pairs[4];
+  const std::uint32_t p67 = (i & 1u) ? pairs[7] : pairs[6];
+  const std::uint32_t p03 = (i & 2u) ? p23 : p01;
+  const std::uint32_t p47 = (i & 2u) ? p67 : p45;
+  return (i & 4u) ? p47 : p03;
+}
+
 template <int Compression, int Slice>
 __device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
-  constexpr int kPairs = 64 / kPackSlices;
-  constexpr int kFirst = Slice * kPairs;
+                                            std::uint32_t before_low, std::uint32_t before_high) {
+  constexpr int kFirst = Slice * kPairsPerSlice;
   constexpr int kHalf = kFirst / 32;
+  constexpr int kFirstPair = kFirst % 32;
+  constexpr std::uint32_t kCapacity = kTileN / Compression - 1;
+  std::uint32_t slice_pairs[kPairsPerSlice];
+  std::uint32_t entries = 0;
 #pragma unroll
-  for (int j = kFirst % 32; j < kFirst % 32 + kPairs; ++j)
-    place_pair<Compression, kHalf>(pairs[kHalf * 32 + j], j, cursor, quad_mask, quad_lanes_before);
+  for (int i = 0; i < kPairsPerSlice; ++i) {
+    slice_pairs[i] = pairs[kHalf * 32 + kFirstPair + i];
+    entries |= positive_halves(slice_pairs[i]) & (0x00010001u << i);
+  }
+  // The quad's words, byte by byte: low = [lane 0 low halves, lane 1 low, lane 0 high, lane 1 high],
+  // high = the same for lanes 2 and 3.
+  const std::uint32_t quad_low =
+      __shfl_sync(0xffffffffu, entries, 0, 4) | (__shfl_sync(0xffffffffu, entries, 1, 4) << 8);
+  const std::uint32_t quad_high =
+      __shfl_sync(0xffffffffu, entries, 2, 4) | (__shfl_sync(0xffffffffu, entries, 3, 4) << 8);
+  std::uint32_t& found = cursor.found[kHalf];
+  for (std::uint32_t rest = entries; rest != 0; rest &= rest - 1) {
+    const std::uint32_t bit = static_cast<std::uint32_t>(__ffs(static_cast<int>(rest))) - 1;
+    const std::uint32_t i = bit & 15u;
+    const std::uint32_t high_half = bit >> 4;
+    const std::uint32_t this_pair = 0x01010101u << i;
+    const std::uint32_t earlier_pairs = this_pair - 0x01010101u;  // bits below i in every byte
+    const std::uint32_t slot = found + __popc(quad_low & (earlier_pairs | (before_low & this_pair))) +
+                               __popc(quad_high & (earlier_pairs | (before_high & this_pair))) +
+                               (high_half & (entries >> i));
+    store_entry_of_half<kCapacity>(slot_address<Compression>(cursor, kHalf, 1 + slot),
+                                   cursor.column_base + 8 * (kFirstPair + i) + high_half,
+                                   select_pair(slice_pairs, i), 0x5410u + high_half * 0x2200u, slot);
+  }
+  found += __popc(quad_low) + __popc(quad_high);
 }
 
 // The slice index is a loop counter; the pairs must stay in registers, so each slice is its own
 // instantiation with constant indices, selected here.
 template <int Compression, int... Slices>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before,
+                                            std::uint32_t before_low, std::uint32_t before_high,
                                             std::integer_sequence<int, Slices...>) {
-  ((slice == Slices ? place_slice<Compression, Slices>(pairs, cursor, quad_mask, quad_lanes_before) : void()),
+  ((slice == Slices ? place_slice<Compression, Slices>(pairs, cursor, before_low, before_high) : void()),
    ...);
 }
 
 template <int Compression>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t quad_mask, std::uint32_t quad_lanes_before) {
-  place_slice<Compression>(slice, pairs, cursor, quad_mask, quad_lanes_before,
+                                            std::uint32_t before_low, std::uint32_t before_high) {
+  place_slice<Compression>(slice, pairs, cursor, before_low, before_high,
                            std::make_integer_sequence<int, kPackSlices>{});
 }
 #endif  // TWELL_SM90A_DEVICE
@@ -412,7 +490,8 @@ __device__ __forceinline__ void copy_out_rows(std::uint32_t staging_address, int
 template <int Compression, int ClusterSize>
 __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads, 1)
     twell_gate_pack_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
-                                const __grid_constant__ CUtensorMap w_map, GatePackArgs args) {
+                                const __grid_constant__ CUtensorMap w_map,
+                                const __grid_constant__ CUtensorMap packed_map, GatePackArgs args) {
 #ifdef TWELL_SM90A_DEVICE
   constexpr int kStages = stages_for(Compression);
   constexpr int kPitch = staging_pitch_words(Compression);
@@ -490,24 +569,47 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
     // k-blocks while the tensor cores run.
     constexpr int kSlices = kPackSlices;
     const std::uint32_t half0_address = my_staging + 4 * (warp * 16 + lane / 4) * kPitch;
-    const std::uint32_t quad_mask = 0xFu << (lane & ~3);
-    // The lanes before this one in its quad, in the even and in the rotated odd positions.
-    const std::uint32_t lanes_before = quad_mask & ((1u << lane) - 1u);
-    const std::uint32_t quad_lanes_before = lanes_before | __funnelshift_l(lanes_before, lanes_before, 4);
+    // The bytes of the quad's entry words (see place_slice) that belong to the lanes before this one.
+    const int lane_in_quad = lane % 4;
+    const std::uint32_t before_low = lane_in_quad == 0 ? 0u : lane_in_quad == 1 ? 0x00FF00FFu : 0xFFFFFFFFu;
+    const std::uint32_t before_high = lane_in_quad == 3 ? 0x00FF00FFu : 0u;
     std::uint32_t deferred_pairs[64];
     PackCursor deferred{half0_address, 0, {0, 0}};
     int deferred_first_token = -1;  // < 0: no tile waits to be packed
     // The deferred tile is placed: its counts go in, and once every warp of the warpgroup has placed
     // its entries the tile is copied out.
+    // The neuron tile is the column base's: a lane's offset in it is below 8.
     auto finish_deferred_tile = [&] {
-      if (lane % 4 == 0) {
-        store_shared(row_address<Compression>(deferred, 0), deferred.found[0]);
-        store_shared(row_address<Compression>(deferred, 1), deferred.found[1]);
+      if constexpr (stores_by_tma(Compression)) {
+        // A count past the capacity is clamped and its row flagged here, before the TMA copies
+        // the rows as they are; rows past the last token are clipped by the store.
+        if (lane % 4 == 0) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            std::uint32_t count = deferred.found[half];
+            const int token = deferred_first_token + warp * 16 + lane / 4 + 8 * half;
+            if (count > static_cast<std::uint32_t>(kTileN / Compression - 1)) {
+              count = kTileN / Compression - 1;
+              if (token < args.tokens) args.row_overflow[token] = 1u;
+            }
+            store_shared(slot_address<Compression>(deferred, half, 0), count);
+          }
+        }
+        fence_shared_for_tma();
+        warpgroup_barrier(consumer);
+        if (thread_in_group == 0)
+          tma_store_2d(&packed_map, my_staging,
+                       static_cast<int>(deferred.column_base) / kTileN * (kTileN / Compression),
+                       deferred_first_token);
+      } else {
+        if (lane % 4 == 0) {
+          store_shared(slot_address<Compression>(deferred, 0, 0), deferred.found[0]);
+          store_shared(slot_address<Compression>(deferred, 1, 0), deferred.found[1]);
+        }
+        warpgroup_barrier(consumer);
+        copy_out_rows<Compression>(my_staging, deferred_first_token,
+                                   static_cast<int>(deferred.column_base) / kTileN, thread_in_group, args);
       }
-      warpgroup_barrier(consumer);
-      // The neuron tile is the column base's: a lane's offset in it is below 8.
-      copy_out_rows<Compression>(my_staging, deferred_first_token,
-                                 static_cast<int>(deferred.column_base) / kTileN, thread_in_group, args);
       deferred_first_token = -1;
     };
     int stage = 0;
@@ -537,7 +639,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
         wgmma_commit();
         // While this k-block's wgmma run, one slice of the previous tile.
         if (deferred_first_token >= 0 && kb < kSlices) {
-          place_slice<Compression>(kb, deferred_pairs, deferred, quad_mask, quad_lanes_before);
+          place_slice<Compression>(kb, deferred_pairs, deferred, before_low, before_high);
           if (kb == kSlices - 1) finish_deferred_tile();
         }
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
@@ -554,12 +656,13 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
       if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
       if (deferred_first_token >= 0) {  // fewer k-blocks than slices
         for (int slice = k_blocks; slice < kSlices; ++slice)
-          place_slice<Compression>(slice, deferred_pairs, deferred, quad_mask, quad_lanes_before);
+          place_slice<Compression>(slice, deferred_pairs, deferred, before_low, before_high);
         finish_deferred_tile();
       }
 
       // The barrier first: the previous tile's copy-out must have read the staging rows before the
       // next slices write this tile's entries into them.
+      if (stores_by_tma(Compression) && thread_in_group == 0) wait_bulk_stores_read();
       warpgroup_barrier(consumer);
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
@@ -574,15 +677,18 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
     if (deferred_first_token >= 0) {  // the last tile
 #pragma unroll
       for (int slice = 0; slice < kSlices; ++slice)
-        place_slice<Compression>(slice, deferred_pairs, deferred, quad_mask, quad_lanes_before);
+        place_slice<Compression>(slice, deferred_pairs, deferred, before_low, before_high);
       finish_deferred_tile();
     }
+    // The shared memory the stores read must outlive them.
+    if (stores_by_tma(Compression) && thread_in_group == 0) wait_bulk_stores_done();
   }
   // Neither CTA may exit while its peer can still multicast into it or arrive on its barriers.
   cluster_sync();
 #else
   (void)x_map;
   (void)w_map;
+  (void)packed_map;
   (void)args;
 #endif
 }
@@ -626,6 +732,28 @@ CUtensorMap make_bf16_map(const void* base, std::uint64_t rows, std::uint64_t co
   return map;
 }
 
+// The packed output [tokens, words] of uint32, written in boxes of one TwELL tile's words x 64
+// rows from 128-byte swizzled shared memory. Made for every compression (a box wider than 128
+// bytes is unswizzled) though only C = 8 stores through it.
+CUtensorMap make_packed_map(void* base, std::uint64_t rows, std::uint64_t words, std::uint32_t box_words) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {words, rows};
+  const cuuint64_t strides[1] = {words * 4};
+  const cuuint32_t box[2] = {box_words, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result =
+      encode_tiled_function()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, base, dims, strides, box,
+                              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              box_words * 4 <= 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    throw Error(Error::Kind::Device,
+                "twell_gate_pack_sm90: cuTensorMapEncodeTiled failed for the packed output (error " +
+                    std::to_string(static_cast<int>(result)) + ")");
+  }
+  return map;
+}
+
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) {
     throw Error(status == cudaErrorMemoryAllocation ? Error::Kind::OutOfMemory : Error::Kind::Device,
@@ -662,8 +790,10 @@ GatePackSm90Plan launch(const GatePackSm90Params& p, cudaStream_t stream, bool d
   if (dry_run) return plan;
   const CUtensorMap x_map = make_bf16_map(p.x, p.tokens, p.hidden, kTileM, "x");
   const CUtensorMap w_map = make_bf16_map(p.weight, p.neurons, p.hidden, kTileN / ClusterSize, "gate weight");
+  const CUtensorMap packed_map =
+      make_packed_map(p.packed, p.tokens, padded / Compression, kTileN / Compression);
   GatePackArgs args{p.packed, p.row_overflow, p.tokens, padded, p.hidden};
-  check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, args),
+  check(cudaLaunchKernelEx(&config, kernel, x_map, w_map, packed_map, args),
         "cudaLaunchKernelEx(twell_gate_pack_sm90_kernel)");
   check(cudaGetLastError(), "twell_gate_pack_sm90_kernel launch");
   return plan;

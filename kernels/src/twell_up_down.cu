@@ -4,8 +4,11 @@
 // weight access is a coalesced 16-byte load. The packed row is read once and compacted across tiles
 // in shared memory. Then, per chunk of up to 64 non-zeros, two phases: every up dot product first
 // (4 up rows in flight per step, each warp's partial sums to shared memory, warps at their own
-// pace), one barrier, then every down accumulation (4 down rows in flight per step). The hidden
-// activation never leaves the CTA.
+// pace), one barrier, each entry's warp partials added once, a barrier, then every down
+// accumulation (4 down rows in flight per step). The hidden activation never leaves the CTA.
+// Adding the partials once instead of in every warp took up/down from 4.55 to 4.08 ms at M 131072,
+// 0.5 % (8.04 -> 7.08 at 1 %, 15.2-15.4 -> 13.5 at 2 %) on H200, alternated
+// (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
@@ -194,6 +197,17 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     return live && active ? load_weight(matrix + static_cast<std::size_t>(word & 0xffffu) * p.hidden + column)
                           : make_uint4(0, 0, 0, 0);
   };
+  // The same for the up rows, from this thread's column of Wu and a 32-bit byte offset (N <= 65536
+  // rows of at most 16 KiB): one wide multiply-add per row. Only phase 1 takes it: in phase 2 the
+  // extra live pointer made the non-gated kernels spill.
+  const unsigned char* const up_column =
+      kGated ? reinterpret_cast<const unsigned char*>(p.up + column) : nullptr;
+  const std::uint32_t row_bytes = static_cast<std::uint32_t>(p.hidden) * 2u;
+  const auto load_up_row = [&](std::uint32_t word, bool live) {
+    return live && active
+               ? load_weight(reinterpret_cast<const __nv_bfloat16*>(up_column + (word & 0xffffu) * row_bytes))
+               : make_uint4(0, 0, 0, 0);
+  };
 
   for (int tile0 = 0; tile0 < p.tiles; tile0 += tiles_per_pass) {
     const int pass_tiles = min(tiles_per_pass, p.tiles - tile0);
@@ -233,10 +247,16 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         // chunk rather than held through phase 2, where its registers are short.
         const uint4 x = active ? load_streaming(x_row) : make_uint4(0, 0, 0, 0);
         for (int first = 0; first < chunk_entries; first += kUpStep) {
+          // The step's words in one 16-byte load (the chunk is padded with zeros to whole steps).
+          std::uint32_t words[kUpStep];
+#pragma unroll
+          for (int i = 0; i < kUpStep; i += 4) {
+            const uint4 four = *reinterpret_cast<const uint4*>(chunk + first + i);
+            words[i] = four.x, words[i + 1] = four.y, words[i + 2] = four.z, words[i + 3] = four.w;
+          }
           uint4 up_rows[kUpStep];
 #pragma unroll
-          for (int i = 0; i < kUpStep; ++i)
-            up_rows[i] = load_row(p.up, chunk[first + i], first + i < chunk_entries);
+          for (int i = 0; i < kUpStep; ++i) up_rows[i] = load_up_row(words[i], first + i < chunk_entries);
 #pragma unroll
           for (int quad = 0; quad < kUpStep / 4; ++quad) {
             const uint4 four[4] = {up_rows[4 * quad], up_rows[4 * quad + 1], up_rows[4 * quad + 2],
@@ -245,6 +265,18 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                 kHighest ? warp_dot_four_fp32(x, four, lane) : warp_dot_four_bf16(x, four, lane);
             if ((lane & 7) == 0) partials[warp][first + 4 * quad + (lane >> 3)] = total_of_row;
           }
+        }
+        __syncthreads();
+        // Each entry's warp partials are added once, in warp order, into warp 0's row: phase 2 reads
+        // one total per entry instead of every warp adding every warp's partial again. Phase 1 wrote
+        // zeros for the rows past the chunk's end up to its last whole step, which phase 2 reads.
+        const int summed_entries = (chunk_entries + kDownStep - 1) / kDownStep * kDownStep;
+        for (int entry = t; entry < summed_entries; entry += blockDim.x) {
+          float u = 0.0f;
+#pragma unroll
+          for (int w = 0; w < kMaxWarps; ++w)
+            if (w < warps) u += partials[w][entry];
+          partials[0][entry] = u;
         }
         __syncthreads();
       }
@@ -267,16 +299,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         if constexpr (kGated) {
           float u[kDownStep];
 #pragma unroll
-          for (int i = 0; i < kDownStep; ++i) u[i] = 0.0f;
-#pragma unroll
-          for (int w = 0; w < kMaxWarps; ++w) {
-            if (w < warps) {
-#pragma unroll
-              for (int i = 0; i < kDownStep; i += 4) {
-                const float4 four = *reinterpret_cast<const float4*>(&partials[w][first + i]);
-                u[i] += four.x, u[i + 1] += four.y, u[i + 2] += four.z, u[i + 3] += four.w;
-              }
-            }
+          for (int i = 0; i < kDownStep; i += 4) {
+            const float4 four = *reinterpret_cast<const float4*>(&partials[0][first + i]);
+            u[i] = four.x, u[i + 1] = four.y, u[i + 2] = four.z, u[i + 3] = four.w;
           }
 #pragma unroll
           for (int i = 0; i < kDownStep; ++i) {

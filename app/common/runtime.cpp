@@ -6,6 +6,7 @@
 #ifdef TWELLSCOPE_HAVE_CUDA
 #include "twell/cupti/tracers.hpp"
 #include "twell/kernels/cuda_backend.hpp"
+#include "twell/kernels/kernel_registry.hpp"
 #endif
 
 namespace twell::runtime {
@@ -37,6 +38,14 @@ std::string no_cuda_reason() {
   return cuda::device_count() > 0 ? std::string() : cuda::no_device_reason();
 #else
   return "this build of twellscope has no CUDA backend (configured with TWELLSCOPE_WITH_CUDA=OFF)";
+#endif
+}
+
+std::vector<KernelVariant> cuda_kernel_variants() {
+#ifdef TWELLSCOPE_HAVE_CUDA
+  return cuda::kernel_variants();
+#else
+  return {};
 #endif
 }
 

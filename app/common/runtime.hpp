@@ -29,5 +29,8 @@ bool built_with_cuda() noexcept;
 std::vector<DeviceInfo> cuda_devices();
 /// Why there is no CUDA device (not built with CUDA, no driver, no device).
 std::string no_cuda_reason();
+/// The FFN kernels of this build's CUDA backend, described (empty without CUDA); they do not need a
+/// device.
+std::vector<KernelVariant> cuda_kernel_variants();
 
 }  // namespace twell::runtime

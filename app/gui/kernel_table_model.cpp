@@ -16,6 +16,16 @@ double dim3Size(const std::array<std::int32_t, 3>& d) {
   return double(d[0]) * d[1] * d[2];
 }
 
+// The full name, and what the kernel is when the report describes it.
+QString nameToolTip(const twell::Report& report, const twell::KernelRecord& r) {
+  QString tip = QString::fromStdString(r.name);
+  if (const twell::KernelVariant* v = twell::find_kernel_variant(report.kernel_variants, r))
+    tip += QStringLiteral("\n\n%1 (%2): %3")
+               .arg(QString::fromStdString(v->name), QString::fromStdString(v->architectures),
+                    QString::fromStdString(v->description));
+  return tip;
+}
+
 }  // namespace
 
 KernelTableModel::KernelTableModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -61,7 +71,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     }
     return data(index, Qt::DisplayRole);
   }
-  if (role == Qt::ToolTipRole && index.column() == NameColumn) return QString::fromStdString(r.name);
+  if (role == Qt::ToolTipRole && index.column() == NameColumn) return nameToolTip(*m_report, r);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case NameColumn:

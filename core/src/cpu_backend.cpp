@@ -63,6 +63,8 @@ class CpuBackend final : public Backend {
     return info;
   }
 
+  std::vector<KernelVariant> kernel_variants() const override { return cpu::stage_variants(); }
+
   void load(const Checkpoint& checkpoint) override {
     m_weights.reset();
     m_weights = reference::load_model_weights(checkpoint, m_threads);

@@ -7,6 +7,9 @@
 #pragma once
 #include <cstdint>
 
+#include <vector>
+
+#include "twell/kernel_variant.hpp"
 #include "twell/matrix.hpp"
 #include "twell/model_config.hpp"
 #include "twell/twell_format.hpp"
@@ -41,5 +44,8 @@ void twell_up_down(const Matrix& x, const TwellPacked& packed, const Matrix& gat
 /// pre-activations from `gate_pre` (computed for every row by twell_gate_pack).
 void twell_overflow_dense(const Matrix& x, const TwellPacked& packed, const Matrix& gate_pre,
                           const FfnLayerView& layer, Matrix& out, unsigned threads);
+
+/// The stages above as the CPU clock tracer names them ("cpu:" + op), each described.
+std::vector<KernelVariant> stage_variants();
 
 }  // namespace twell::cpu

@@ -4,6 +4,7 @@
 #include "markdown_table.hpp"
 #include "text_format.hpp"
 #include "twell/report_export.hpp"
+#include "twell/report_views.hpp"
 
 namespace twell {
 namespace {
@@ -129,6 +130,14 @@ std::string export_markdown(const Report& report) {
            std::to_string(report.dispatched_layers(FfnPath::Twell).size()) + " of " +
            std::to_string(report.layers.size()) + " layers: those below the break-even of " +
            text::percent(b.density, 2) + " (" + markdown::cell(b.basis) + ").\n";
+  }
+
+  if (const auto variants = views::kernel_variants_that_ran(report); !variants.empty()) {
+    out += "\n## FFN kernels\n\n";
+    std::vector<std::vector<std::string>> kernel_rows;
+    for (const KernelVariant& v : variants)
+      kernel_rows.push_back({v.name, v.path, v.op, v.architectures, v.description});
+    out += markdown::table({"kernel", "path", "op", "runs on", "what it does"}, kernel_rows);
   }
   return out;
 }

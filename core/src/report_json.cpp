@@ -182,6 +182,14 @@ json report_to_json(const Report& report) {
                        {"path", k.path},
                        {"op", k.op},
                        {"time", timing_json(k.time)}});
+  json variants = json::array();
+  for (const auto& v : report.kernel_variants)
+    variants.push_back({{"name", v.name},
+                        {"library", v.library},
+                        {"path", v.path},
+                        {"op", v.op},
+                        {"architectures", v.architectures},
+                        {"description", v.description}});
   json timeline = json::array();
   for (const auto& record : report.timeline) timeline.push_back(record_json(record));
 
@@ -199,6 +207,7 @@ json report_to_json(const Report& report) {
       {"layers", std::move(layers)},
       {"endToEnd", std::move(end_to_end)},
       {"kernels", std::move(kernels)},
+      {"kernelVariants", std::move(variants)},
       {"timeline", std::move(timeline)},
       {"warnings", report.warnings}};
   if (report.dispatch_break_even) {

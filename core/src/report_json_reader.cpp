@@ -329,6 +329,18 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     stat.time = read_timing(item.at("time"));
     report.kernels.push_back(std::move(stat));
   }
+  if (auto variants = root.find("kernelVariants")) {
+    for (const Node& item : variants->items()) {
+      KernelVariant variant;
+      variant.name = item.at("name").string();
+      variant.library = item.at("library").boolean();
+      variant.path = item.at("path").string();
+      variant.op = item.at("op").string();
+      variant.architectures = item.at("architectures").string();
+      variant.description = item.at("description").string();
+      report.kernel_variants.push_back(std::move(variant));
+    }
+  }
   for (const Node& item : root.at("timeline").items()) report.timeline.push_back(read_record(item));
   report.warnings = root.at("warnings").string_array();
   if (auto dispatch = root.find("dispatch")) {

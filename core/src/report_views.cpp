@@ -251,6 +251,17 @@ BreakEven estimate_break_even(const Report& report) {
   return result;
 }
 
+std::vector<KernelVariant> kernel_variants_that_ran(const Report& report) {
+  std::vector<bool> ran(report.kernel_variants.size(), false);
+  for (const KernelRecord& record : report.timeline)
+    if (const KernelVariant* variant = find_kernel_variant(report.kernel_variants, record))
+      ran[static_cast<std::size_t>(variant - report.kernel_variants.data())] = true;
+  std::vector<KernelVariant> out;
+  for (std::size_t i = 0; i < ran.size(); ++i)
+    if (ran[i]) out.push_back(report.kernel_variants[i]);
+  return out;
+}
+
 std::vector<BreakdownEntry> layer_breakdown(const Report& report, int layer) {
   std::vector<BreakdownEntry> entries;
   for (const KernelStat& kernel : report.kernels)

@@ -288,6 +288,7 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
   report.created_utc = utc_timestamp_now();
   report.host = host_name();
   report.device = m_backend.device();
+  report.kernel_variants = m_backend.kernel_variants();
   report.tracer = m_tracer.info();
   report.model = m_model;
   report.config = config;

@@ -18,6 +18,7 @@
 #include "twell/kernels/cuda_backend.hpp"
 #include "twell/kernels/device_buffer.hpp"
 #include "twell/kernels/ffn.hpp"
+#include "twell/kernels/kernel_registry.hpp"
 #include "twell/kernels/l2_flush.hpp"
 #include "twell/kernels/stream.hpp"
 
@@ -56,6 +57,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   DeviceInfo device() const override { return m_info; }
+  std::vector<KernelVariant> kernel_variants() const override { return cuda::kernel_variants(); }
   void load(const Checkpoint& checkpoint) override;
   const ModelConfig& config() const override;
   Activation activation() const override;

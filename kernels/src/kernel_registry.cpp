@@ -4,32 +4,36 @@
 namespace twell::cuda {
 
 std::vector<KernelVariant> kernel_variants() {
+  constexpr bool kLibrary = true, kOurs = false;
   return {
-      {"cublasLt (bf16 GEMM)", "dense", "gate_up", "any",
-       "cuBLASLt bf16 GEMMs x Wg^T and x Wu^T with fp32 accumulation (non-gated: x Wu^T with a ReLU "
-       "epilogue)"},
-      {"act_mul_kernel", "dense", "act_mul", "any",
+      {"cuBLASLt bf16 GEMM", kLibrary, "dense", "gate_up", "any",
+       "x Wg^T and x Wu^T with fp32 accumulation (non-gated: x Wu^T with a ReLU epilogue)"},
+      {"act_mul_kernel", kOurs, "dense", "act_mul", "any",
        "act(gate) * up elementwise in fp32, rounded to bf16, 16-byte vectors"},
-      {"cublasLt (bf16 GEMM)", "dense", "down", "any", "cuBLASLt bf16 GEMM h Wd^T with fp32 accumulation"},
-      {"twell_gate_pack_kernel", "twell", "gate_pack", "sm_80+",
+      {"relu_kernel", kOurs, "dense", "act_mul", "any",
+       "non-gated FFN whose pre-activations are kept for statistics: ReLU elementwise, 16-byte vectors"},
+      {"cuBLASLt bf16 GEMM", kLibrary, "dense", "down", "any", "h Wd^T with fp32 accumulation"},
+      {"twell_gate_pack_kernel", kOurs, "twell", "gate_pack", "sm_80+",
        "mma.sync bf16 gate GEMM, 128x256 tiles, cp.async ring of K 64 x 4 (sm_90), 64 x 3 (sm_80) or 32 x 4 "
-       "stages; ReLU + TwELL pack in the epilogue "
-       "(shared-memory row counters, count clamped to capacity, overflowing rows flagged and listed)"},
-      {"twell_gate_pack_sm90_kernel", "twell", "gate_pack", "sm_90a (compute capability 9.0)",
+       "stages; ReLU + TwELL pack in the epilogue (shared-memory row counters, count clamped to capacity, "
+       "overflowing rows flagged and listed)"},
+      {"twell_gate_pack_sm90_kernel", kOurs, "twell", "gate_pack", "sm_90a (compute capability 9.0)",
        "Hopper gate GEMM: TMA + mbarrier ring, warp-specialised persistent CTAs, wgmma m64n256k16; ReLU + "
        "TwELL pack epilogue, counts clamped, overflowing rows flagged (default where available)"},
-      {"compact_flagged_rows_kernel", "twell", "gate_pack", "any",
+      {"compact_flagged_rows_kernel", kOurs, "twell", "gate_pack", "any",
        "after the sm_90a gate: the flagged overflowing rows compacted into the count and row list the "
        "dense recomputation consumes"},
-      {"twell_up_down_kernel", "twell", "up_down", "sm_80+",
+      {"twell_up_down_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused gated consumer, one CTA per token: x and outputs in registers, 8 non-zeros per block "
        "reduction, bf16 products with fp32 sums (or all-fp32 highest precision); non-gated T2D variant; "
        "any hidden size (the default consumer)"},
-      {"twell_up_down_warp_kernel", "twell", "up_down", "sm_80+",
+      {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "
        "(cp.async); ballot-compacted entry list, 2 non-zeros in flight, shuffle reductions; hidden <= 2048"},
-      {"move_rows_kernel + cublasLt", "twell", "overflow_dense", "any",
-       "rows with an overflowing tile gathered, recomputed with the dense cuBLASLt FFN and scattered back"},
+      {"move_rows_kernel", kOurs, "twell", "overflow_dense", "any",
+       "rows with an overflowing tile gathered into a dense batch, and their outputs scattered back"},
+      {"cuBLASLt bf16 GEMM", kLibrary, "twell", "overflow_dense", "any",
+       "the dense FFN's GEMMs on the gathered overflowing rows (with act_mul_kernel between them)"},
   };
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "json_schema_subset.hpp"
@@ -103,6 +104,31 @@ TEST_F(CliProfile, ProfileOnTheCpuBackendWritesAValidReportAndSaysItIsCpu) {
         twell::test::validate_against_schema(schema, json::parse(twell::test::read_file(path)), true);
     EXPECT_TRUE(problems.empty()) << path << ": " << problems.front();
   }
+}
+
+TEST_F(CliProfile, EveryFfnStageOfTheTimelineIsDescribedInTheReportAndItsMarkdown) {
+  ASSERT_EQ(s_profile_a->exit_code, 0) << s_profile_a->output;
+  const twell::Report report = twell::load_report(report_a());
+  ASSERT_FALSE(report.kernel_variants.empty());
+  std::set<std::string> ops_seen;
+  for (const twell::KernelRecord& record : report.timeline) {
+    static const std::set<std::string> kFfnOps = {"gate_up", "down", "gate_pack", "up_down",
+                                                  "overflow_dense"};
+    if (!kFfnOps.count(record.tag.op)) continue;  // embedding, attention, statistics...
+    const twell::KernelVariant* variant = twell::find_kernel_variant(report.kernel_variants, record);
+    ASSERT_NE(variant, nullptr) << record.name << " (" << record.tag.op << ")";
+    EXPECT_EQ(variant->op, record.tag.op) << record.name;
+    ops_seen.insert(record.tag.op);
+  }
+  EXPECT_TRUE(ops_seen.count("up_down") && ops_seen.count("gate_pack") && ops_seen.count("gate_up"));
+
+  const fs::path markdown = dir() / "variants.md";
+  const auto exported =
+      run_command(cli("export " + quoted(report_a()) + " --format markdown --out " + quoted(markdown)));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const std::string text = twell::test::read_file(markdown);
+  EXPECT_NE(text.find("## FFN kernels"), std::string::npos) << text;
+  EXPECT_NE(text.find("| cpu:up_down | twell | up_down |"), std::string::npos) << text;
 }
 
 TEST_F(CliProfile, OptionsReachTheReport) {

@@ -66,6 +66,9 @@ twell::Report golden_report() {
 }
 
 const std::filesystem::path kGoldenPath =
+    std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.3.json";
+// Written by 1.2 writers (before the kernel variants).
+const std::filesystem::path kGolden12Path =
     std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.2.json";
 // Written by 1.1 writers (before the dispatch forward and a configured break-even).
 const std::filesystem::path kGolden11Path =
@@ -143,6 +146,7 @@ TEST(ReportIo, GoldenFileReadsAsTheFixtureAndIsWrittenByteForByte) {
 TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
   twell::Report expected = twell::test::make_synthetic_report(golden_shape());
   expected.schema_minor = 0;
+  expected.kernel_variants.clear();
   const twell::Report parsed =
       twell::parse_report(twell::test::read_file(kGolden10Path), kGolden10Path.string());
   EXPECT_EQ(parsed, expected);
@@ -152,10 +156,29 @@ TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
 TEST(ReportIo, AVersion11ReportStillReads) {
   twell::Report expected = golden_11_report();
   expected.schema_minor = 1;
+  expected.kernel_variants.clear();
   const twell::Report parsed =
       twell::parse_report(twell::test::read_file(kGolden11Path), kGolden11Path.string());
   EXPECT_EQ(parsed, expected);
   EXPECT_FALSE(parsed.config.dispatch_break_even);
+}
+
+TEST(ReportIo, AVersion12ReportStillReadsWithoutKernelVariants) {
+  twell::Report expected = golden_report();
+  expected.schema_minor = 2;
+  expected.kernel_variants.clear();
+  const twell::Report parsed =
+      twell::parse_report(twell::test::read_file(kGolden12Path), kGolden12Path.string());
+  EXPECT_EQ(parsed, expected);
+  EXPECT_TRUE(parsed.kernel_variants.empty());
+}
+
+TEST(ReportIo, AKernelVariantWithoutItsDescriptionIsRejected) {
+  json document = good_document();
+  document["kernelVariants"][0].erase("description");
+  const std::string message = document_error(document);
+  EXPECT_NE(message.find("kernelVariants"), std::string::npos) << message;
+  EXPECT_NE(message.find("description"), std::string::npos) << message;
 }
 
 TEST(ReportIo, AConfiguredBreakEvenOutsideZeroToOneIsRejected) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
+#include <string>
 
 #include "runtime.hpp"
 #include "test_support.hpp"
@@ -53,6 +55,14 @@ void profile_preset_on_cuda(const std::string& preset, const std::string& extra_
   for (const auto& record : report.timeline) kernels += record.kind == "kernel";
   EXPECT_GT(kernels, 0u);
   EXPECT_FALSE(report.kernels.empty());
+  // Every kernel of an FFN op is one the report describes (a kernel added to the FFN without a
+  // line in kernels/src/kernel_registry.cpp fails here).
+  const std::set<std::string> ffn_ops = {"gate_up",   "act_mul", "down",
+                                         "gate_pack", "up_down", "overflow_dense"};
+  for (const auto& record : report.timeline)
+    if (record.kind == "kernel" && ffn_ops.count(record.tag.op))
+      EXPECT_NE(twell::find_kernel_variant(report.kernel_variants, record), nullptr)
+          << record.name << " (" << record.tag.op << ")";
   // Dense, TwELL, and the forward that follows the per-layer dispatch (the CUDA backend always
   // states a break-even), each with its own kernels in the timeline.
   ASSERT_EQ(report.end_to_end.size(), 3u);

@@ -85,6 +85,17 @@ TEST(ItemModels, KernelTableModelPassesTheModelTesterAndFilters) {
   EXPECT_EQ(model.data(model.index(0, KernelTableModel::GridColumn)).toString(), QStringLiteral("132×1×1"));
   EXPECT_EQ(model.data(model.index(0, KernelTableModel::RegistersColumn)).toInt(), 96);
   EXPECT_EQ(model.data(model.index(0, KernelTableModel::SharedColumn)).toInt(), 16384);
+  // The name's tooltip says what a described kernel does, and only the name for the others.
+  for (int row = 0; row < model.rowCount(); ++row) {
+    const QString tip =
+        model.data(model.index(row, KernelTableModel::NameColumn), Qt::ToolTipRole).toString();
+    const QString name = model.data(model.index(row, KernelTableModel::NameColumn)).toString();
+    if (name == QStringLiteral("twell_up_down"))
+      EXPECT_EQ(tip,
+                QStringLiteral("twell_up_down\n\ntwell_up_down (sm_80+): fused consumer, one CTA per token"));
+    else
+      EXPECT_EQ(tip, name);
+  }
   proxy.setNameFilter(QStringLiteral("GATE_PACK"));
   EXPECT_EQ(proxy.rowCount(), kSampleLayers);
   proxy.setLayerFilter(2);

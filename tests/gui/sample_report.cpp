@@ -110,6 +110,8 @@ twell::Report makeSampleReport() {
                                      clock_ns + std::uint64_t(twellUs * 500), twellUs * 0.5));
     clock_ns += std::uint64_t(twellUs * 1000) + 5000;
   }
+  report.kernel_variants = {
+      {"twell_up_down", false, "twell", "up_down", "sm_80+", "fused consumer, one CTA per token"}};
   report.end_to_end.push_back({"dense", stat(640.0), 100.0});
   report.end_to_end.push_back({"twell", stat(533.3), 120.0});
   report.end_to_end.push_back({twell::kDispatchForwardPath, stat(500.0), 128.0});

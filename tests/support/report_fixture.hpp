@@ -145,6 +145,12 @@ inline Report make_synthetic_report(const SyntheticReportShape& shape = {}) {
       }
     }
   }
+  // One variant told by its function name (kernel_names[0] with the default names), one library
+  // variant told by its op.
+  report.kernel_variants = {
+      {"twell_gate_pack", false, "twell", "gate_pack", "sm_80+",
+       "the gate GEMM with the TwELL packing epilogue"},
+      {"cuBLASLt bf16 GEMM", true, "dense", "down", "any", "h Wd^T with fp32 accumulation"}};
   report.end_to_end.push_back({"dense", synthetic_timing(5000.0), double(shape.tokens) / 5.0});
   report.end_to_end.push_back({"twell", synthetic_timing(4000.0), double(shape.tokens) / 4.0});
   report.warnings = {"TwELL is slower than dense (below break-even) in 1 of 3 layers: layer 2"};

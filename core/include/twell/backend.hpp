@@ -10,6 +10,7 @@
 #include "twell/activation_summary.hpp"
 #include "twell/checkpoint.hpp"
 #include "twell/ffn_dispatch.hpp"
+#include "twell/kernel_variant.hpp"
 #include "twell/matrix.hpp"
 #include "twell/tokens.hpp"
 #include "twell/tracer.hpp"
@@ -110,6 +111,10 @@ class Backend {
   /// than TwELL: the per-layer dispatch's threshold (ffn_dispatch.hpp). Empty where the backend has
   /// no basis for one (the default; the CPU backend, whose timings do not predict a GPU's).
   virtual std::optional<FfnBreakEven> ffn_break_even(std::size_t tokens, const FfnOptions& options) const;
+
+  /// The kernels this backend runs for the FFN ops, each described in a line (kernel_variant.hpp):
+  /// what a report lists so that every FFN timing names the code that produced it.
+  virtual std::vector<KernelVariant> kernel_variants() const { return {}; }
 
   /// The stream/queue its work runs on (cudaStream_t for CUDA; null on the CPU), for tracers.
   virtual void* native_stream() const { return nullptr; }

@@ -7,6 +7,7 @@
 
 #include "twell/backend.hpp"
 #include "twell/ffn_dispatch.hpp"
+#include "twell/kernel_variant.hpp"
 #include "twell/sparsity_stats.hpp"
 #include "twell/tracer.hpp"
 
@@ -15,8 +16,8 @@ namespace twell {
 inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/report";
 inline constexpr int kReportSchemaMajor = 1;
 /// 1.1 added the dispatch break-even; 1.2 the per-layer dispatch's end-to-end forward ("dispatch")
-/// and config.dispatchBreakEven.
-inline constexpr int kReportSchemaMinor = 2;
+/// and config.dispatchBreakEven; 1.3 the backend's kernel variants ("kernelVariants").
+inline constexpr int kReportSchemaMinor = 3;
 
 struct TimingStat {
   double median_us = 0, min_us = 0, max_us = 0;
@@ -105,6 +106,8 @@ struct Report {
   std::vector<LayerReport> layers;
   std::vector<EndToEndPath> end_to_end;
   std::vector<KernelStat> kernels;
+  /// The kernels the backend runs for the FFN ops, each described (empty in reports before 1.3).
+  std::vector<KernelVariant> kernel_variants;
   std::vector<KernelRecord> timeline;  ///< every record of one timed repetition
   std::vector<std::string> warnings;
   /// The device's break-even density for this model's FFN at this run's token count, which the

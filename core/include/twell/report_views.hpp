@@ -44,6 +44,10 @@ struct Overview {
 };
 Overview overview(const Report& report);
 
+/// The report's kernel variants (Report::kernel_variants) that produced a record of its timeline,
+/// in the report's order: which code ran, for the exported report's kernel list.
+std::vector<KernelVariant> kernel_variants_that_ran(const Report& report);
+
 /// A dense rows x cols grid of doubles, row-major, with a per-cell flag (dead neuron, empty block).
 struct Grid {
   std::uint32_t rows = 0, cols = 0;

@@ -18,12 +18,8 @@ double dim3Size(const std::array<std::int32_t, 3>& d) {
 
 // The full name, and what the kernel is when the report describes it.
 QString nameToolTip(const twell::Report& report, const twell::KernelRecord& r) {
-  QString tip = QString::fromStdString(r.name);
-  if (const twell::KernelVariant* v = twell::find_kernel_variant(report.kernel_variants, r))
-    tip += QStringLiteral("\n\n%1 (%2): %3")
-               .arg(QString::fromStdString(v->name), QString::fromStdString(v->architectures),
-                    QString::fromStdString(v->description));
-  return tip;
+  const std::string variant = twell::views::kernel_variant_line(report, r);
+  return QString::fromStdString(variant.empty() ? r.name : r.name + "\n\n" + variant);
 }
 
 }  // namespace

@@ -112,11 +112,15 @@ const twell::views::TimelineSpan* TimelinePlot::spanAt(double key, double value)
 QString TimelinePlot::describe(double key, double value) const {
   const twell::views::TimelineSpan* span = spanAt(key, value);
   if (!span) return {};
-  const twell::KernelRecord& r = m_document->report().timeline[span->record];
-  return tr("L%1 %2 %3: %4, %5")
-      .arg(span->layer)
-      .arg(QString::fromStdString(r.tag.path), QString::fromStdString(r.tag.op),
-           QString::fromStdString(r.name), formatMicroseconds(r.duration_us()));
+  const twell::Report& report = m_document->report();
+  const twell::KernelRecord& r = report.timeline[span->record];
+  QString text = tr("L%1 %2 %3: %4, %5")
+                     .arg(span->layer)
+                     .arg(QString::fromStdString(r.tag.path), QString::fromStdString(r.tag.op),
+                          QString::fromStdString(r.name), formatMicroseconds(r.duration_us()));
+  if (const std::string variant = twell::views::kernel_variant_line(report, r); !variant.empty())
+    text += QLatin1Char('\n') + QString::fromStdString(variant);
+  return text;
 }
 
 void TimelinePlot::clicked(double key, double value) {

@@ -262,6 +262,12 @@ std::vector<KernelVariant> kernel_variants_that_ran(const Report& report) {
   return out;
 }
 
+std::string kernel_variant_line(const Report& report, const KernelRecord& record) {
+  const KernelVariant* variant = find_kernel_variant(report.kernel_variants, record);
+  if (variant == nullptr) return {};
+  return variant->name + " (" + variant->architectures + "): " + variant->description;
+}
+
 std::vector<BreakdownEntry> layer_breakdown(const Report& report, int layer) {
   std::vector<BreakdownEntry> entries;
   for (const KernelStat& kernel : report.kernels)

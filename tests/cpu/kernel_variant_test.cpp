@@ -6,6 +6,7 @@
 #include "test_support.hpp"
 #include "twell/backend.hpp"
 #include "twell/kernel_variant.hpp"
+#include "twell/report_views.hpp"
 
 namespace {
 
@@ -89,4 +90,15 @@ TEST(KernelVariant, TheCpuBackendDescribesEveryStageItTimes) {
     EXPECT_EQ(variant->op, op);
     EXPECT_FALSE(variant->description.empty()) << op;
   }
+}
+
+TEST(KernelVariant, TheHoverLineNamesTheVariantOrIsEmpty) {
+  twell::Report report;
+  report.kernel_variants = kVariants;
+  EXPECT_EQ(twell::views::kernel_variant_line(
+                report, record_of("void twell_up_down_warp_kernel<true>(P)", "up_down")),
+            "twell_up_down_warp_kernel (sm_80+): one warp per token");
+  EXPECT_EQ(twell::views::kernel_variant_line(report, record_of("void rms_norm_kernel(P)", "attention")), "");
+  EXPECT_EQ(twell::views::kernel_variant_line(twell::Report{}, record_of("cpu:up_down", "up_down", "cpu")),
+            "");
 }

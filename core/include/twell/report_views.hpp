@@ -48,6 +48,10 @@ Overview overview(const Report& report);
 /// in the report's order: which code ran, for the exported report's kernel list.
 std::vector<KernelVariant> kernel_variants_that_ran(const Report& report);
 
+/// "variant (architectures): description" for the variant that produced `record`, or "" when
+/// the report does not describe it: the kernel table's and the timeline's hover text.
+std::string kernel_variant_line(const Report& report, const KernelRecord& record);
+
 /// A dense rows x cols grid of doubles, row-major, with a per-cell flag (dead neuron, empty block).
 struct Grid {
   std::uint32_t rows = 0, cols = 0;

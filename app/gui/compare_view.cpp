@@ -137,6 +137,8 @@ void CompareView::rebuild() {
                         ? tr("B / A: nothing timed in both")
                         : tr("B / A: %1 (layer times: geometric means over layers timed in both)")
                               .arg(ratios.join(QStringLiteral(", ")));
+  for (const std::string& line : twell::kernel_change_lines(comparison))
+    summary += QStringLiteral("\n") + QString::fromStdString(line);
   for (const std::string& caveat : comparison.caveats)
     summary += QStringLiteral("\n") + tr("Caveat: %1").arg(QString::fromStdString(caveat));
   m_summary->setText(summary);

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "twell/report_compare.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <set>
 
 #include "text_format.hpp"
+#include "twell/report_views.hpp"
 
 namespace twell {
 namespace {
@@ -25,6 +29,21 @@ std::optional<double> geometric_mean(const std::vector<double>& ratios) {
   double log_sum = 0;
   for (double r : ratios) log_sum += std::log(r);
   return std::exp(log_sum / double(ratios.size()));
+}
+
+// Names, not whole variants: a description reworded between versions is not a code change.
+void add_kernel_changes(const Report& a, const Report& b, ReportComparison& out) {
+  if (a.kernel_variants.empty() || b.kernel_variants.empty()) return;
+  auto names_that_ran = [](const Report& report) {
+    std::set<std::string> names;
+    for (const KernelVariant& variant : views::kernel_variants_that_ran(report)) names.insert(variant.name);
+    return names;
+  };
+  const std::set<std::string> ran_a = names_that_ran(a), ran_b = names_that_ran(b);
+  std::set_difference(ran_a.begin(), ran_a.end(), ran_b.begin(), ran_b.end(),
+                      std::back_inserter(out.kernels_only_a));
+  std::set_difference(ran_b.begin(), ran_b.end(), ran_a.begin(), ran_a.end(),
+                      std::back_inserter(out.kernels_only_b));
 }
 
 void add_caveats(const Report& a, const Report& b, ReportComparison& out) {
@@ -127,6 +146,7 @@ ReportComparison compare_reports(const Report& a, const Report& b, const std::st
   }
 
   add_caveats(a, b, out);
+  add_kernel_changes(a, b, out);
   auto list = [](const std::vector<int>& layers) {
     std::string text;
     for (std::size_t i = 0; i < layers.size(); ++i) text += (i ? ", " : "") + std::to_string(layers[i]);

@@ -73,6 +73,7 @@ Tables build(const ReportComparison& c) {
                           : "slower in B by more than " + threshold + ": layers " + join(c.slower_layers));
   if (!c.faster_layers.empty())
     t.summary.push_back("faster in B by more than " + threshold + ": layers " + join(c.faster_layers));
+  for (const std::string& line : kernel_change_lines(c)) t.summary.push_back(line);
   return t;
 }
 
@@ -104,6 +105,20 @@ std::string text_table(const std::vector<std::string>& header,
 }
 
 }  // namespace
+
+std::vector<std::string> kernel_change_lines(const ReportComparison& c) {
+  auto names = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (std::size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i];
+    return out;
+  };
+  std::vector<std::string> lines;
+  if (!c.kernels_only_a.empty())
+    lines.push_back("FFN kernels that ran only in A: " + names(c.kernels_only_a));
+  if (!c.kernels_only_b.empty())
+    lines.push_back("FFN kernels that ran only in B: " + names(c.kernels_only_b));
+  return lines;
+}
 
 std::string comparison_markdown(const ReportComparison& c) {
   const Tables t = build(c);

@@ -80,3 +80,30 @@ TEST(ReportCompare, NamesWhatDiffersBetweenTheRunsAndMissingLayers) {
   EXPECT_FALSE(c.layers[2].twell_ratio());
   EXPECT_NE(twell::comparison_text(c).find("\n2 "), std::string::npos);
 }
+
+TEST(ReportCompare, NamesTheFfnKernelsThatRanInOneReportOnly) {
+  const twell::Report a = twell::test::make_synthetic_report();
+  twell::test::SyntheticReportShape shape;
+  shape.kernel_names = {"void twell_gate_pack_sm90_kernel<8, 2>(P)", "nvjet_tst_64x8_64x16_4x1_v_bz_TNT"};
+  twell::Report b = twell::test::make_synthetic_report(shape);
+  b.kernel_variants.push_back(
+      {"twell_gate_pack_sm90_kernel", false, "twell", "gate_pack", "sm_90a", "Hopper gate"});
+
+  const auto c = twell::compare_reports(a, b, "a.json", "b.json");
+  EXPECT_EQ(c.kernels_only_a, std::vector<std::string>{"twell_gate_pack"});
+  EXPECT_EQ(c.kernels_only_b, std::vector<std::string>{"twell_gate_pack_sm90_kernel"});
+  EXPECT_EQ(twell::kernel_change_lines(c),
+            (std::vector<std::string>{"FFN kernels that ran only in A: twell_gate_pack",
+                                      "FFN kernels that ran only in B: twell_gate_pack_sm90_kernel"}));
+  EXPECT_NE(twell::comparison_text(c).find("FFN kernels that ran only in B: twell_gate_pack_sm90_kernel"),
+            std::string::npos);
+  EXPECT_NE(twell::comparison_markdown(c).find("- FFN kernels that ran only in A: twell_gate_pack"),
+            std::string::npos);
+
+  // The same kernels, or a report that does not describe its kernels (before 1.3): nothing to say.
+  EXPECT_TRUE(twell::kernel_change_lines(twell::compare_reports(a, a, "a", "a")).empty());
+  twell::Report undescribed = b;
+  undescribed.kernel_variants.clear();
+  const auto unknown = twell::compare_reports(a, undescribed, "a", "old");
+  EXPECT_TRUE(unknown.kernels_only_a.empty() && unknown.kernels_only_b.empty());
+}

@@ -235,6 +235,11 @@ TEST_F(GuiTest, ComparesTwoReportsPerLayer) {
   b.layers[1].paths[1].total.median_us = sampleTwellUs(1) / 2;
   b.end_to_end[1].tokens_per_ms *= 1.1;
   b.device.name = "Other GPU";
+  // B's consumer is another kernel variant: the summary names the code that changed.
+  for (twell::KernelRecord& record : b.timeline)
+    if (record.name == "twell_up_down") record.name = "twell_up_down_warp";
+  b.kernel_variants.push_back(
+      {"twell_up_down_warp", false, "twell", "up_down", "sm_80+", "one warp per token"});
   const QString bPath = QString::fromStdString((dir.path() / "b.json").string());
   twell::save_report(b, bPath.toStdString());
   ASSERT_TRUE(window->openComparison(bPath));
@@ -245,7 +250,9 @@ TEST_F(GuiTest, ComparesTwoReportsPerLayer) {
   EXPECT_DOUBLE_EQ(*model->deltas()[0].speedup_delta(), 0.0);
   const QString summary = window->compare()->summaryText();
   for (const char* part : {"end-to-end twell tokens/ms 1.100×", "end-to-end dense tokens/ms 1.000×",
-                           "end-to-end dispatch tokens/ms 1.000×", "Caveat: device differs: Test GPU"})
+                           "end-to-end dispatch tokens/ms 1.000×", "Caveat: device differs: Test GPU",
+                           "FFN kernels that ran only in A: twell_up_down\n",
+                           "FFN kernels that ran only in B: twell_up_down_warp"})
     EXPECT_TRUE(summary.contains(QString::fromUtf8(part))) << part << "\n" << summary.toStdString();
 }
 

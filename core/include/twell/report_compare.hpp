@@ -39,10 +39,17 @@ struct ReportComparison {
   std::vector<int> slower_layers, faster_layers;  ///< by the TwELL time (dense when TwELL is absent)
   /// Differences that make the timing deltas mean less: device, clock, model, tokens, C...
   std::vector<std::string> caveats;
+  /// FFN kernel variants (by name) that ran in one report and not in the other: the code that
+  /// changed. Empty unless both reports describe their kernels (schema 1.3).
+  std::vector<std::string> kernels_only_a, kernels_only_b;
 };
 
 ReportComparison compare_reports(const Report& a, const Report& b, const std::string& label_a,
                                  const std::string& label_b, double threshold = 0.05);
+
+/// "FFN kernels that ran only in A: ..." and the same for B; none when the same kernels ran (or
+/// either report does not describe its kernels).
+std::vector<std::string> kernel_change_lines(const ReportComparison& comparison);
 
 std::string comparison_markdown(const ReportComparison& comparison);
 /// Plain text for a terminal: aligned columns, no markup.

@@ -10,6 +10,7 @@
 #include "overview_view.hpp"
 #include "plot_page.hpp"
 #include "report_document.hpp"
+#include "twell/report_views.hpp"
 
 namespace twellscope {
 namespace {
@@ -119,6 +120,15 @@ bool writePdfReport(const QString& path, const ReportDocument& document, const Q
     QStringList cells;
     for (int c = 0; c < table.columnCount(); ++c) cells << table.data(table.index(r, c)).toString();
     page.tableRow(cells, false);
+  }
+  if (const auto variants = twell::views::kernel_variants_that_ran(document.report()); !variants.empty()) {
+    page.y += 8;
+    page.heading(QObject::tr("FFN kernels"));
+    for (const twell::KernelVariant& v : variants)
+      page.line(QString::fromStdString(v.name),
+                QStringLiteral("%1 %2, %3: %4")
+                    .arg(QString::fromStdString(v.path), QString::fromStdString(v.op),
+                         QString::fromStdString(v.architectures), QString::fromStdString(v.description)));
   }
 
   for (PlotPage* plot : plots) {

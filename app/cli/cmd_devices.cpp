@@ -39,9 +39,8 @@ void add_devices_command(CLI::App& app) {
           d.runtime_version.c_str(), d.kernel_family.c_str());
     }
     if (!*list_kernels) return;
-    if (runtime::built_with_cuda())
-      print_variants("FFN kernels of the CUDA backend (library kernels are told apart by their op):",
-                     runtime::cuda_kernel_variants());
+    if (const auto cuda = runtime::cuda_kernel_variants(); !cuda.empty())
+      print_variants("FFN kernels of the CUDA backend (library kernels are told apart by their op):", cuda);
     print_variants("FFN stages of the CPU backend:", make_cpu_backend(1)->kernel_variants());
   });
 }

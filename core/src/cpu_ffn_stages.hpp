@@ -6,7 +6,6 @@
 // tiles overflowed, recomputed densely). All fp32; the synthetic-model generator runs them too.
 #pragma once
 #include <cstdint>
-
 #include <vector>
 
 #include "twell/kernel_variant.hpp"

@@ -95,12 +95,14 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   impl.overflow_rows.ensure(rows);
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
   const GateKernel gate = resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up);
+  int gate_cluster_size = 1;
   if (gate == GateKernel::Sm90) {
     int device = 0;
     TWELL_CUDA_CHECK(cudaGetDevice(&device));
     if (!gate_kernel_sm90_available(device))
       throw Error(Error::Kind::Unsupported,
                   "TwELL FFN: the sm_90a gate kernel was requested but this device or build cannot run it");
+    gate_cluster_size = sm90_gate_cluster_size(device);
   }
   const UpDownKernel up_down = resolve_up_down_kernel(impl.requested.up_down, weights.hidden);
   if (up_down == UpDownKernel::PerTokenWarp && !up_down_per_token_warp_supported(weights.hidden))
@@ -125,6 +127,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       pack.hidden = weights.hidden;
       pack.neurons = weights.intermediate;
       pack.compression = static_cast<int>(compression);
+      pack.cluster_size = gate_cluster_size;
       gate_pack_sm90(pack, stream);
       // The Hopper kernel flags rows; the dense recomputation wants their count and list.
       launch_compact_flagged_rows(row_flags, tokens, impl.overflow_state.data(), impl.overflow_rows.data(),

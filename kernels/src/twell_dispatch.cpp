@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Per-layer choice between the dense and the TwELL FFN from break-even densities that bench_ffn
-// measured (resources/benchmarks/), with a conservative default where nothing was measured.
+// What the measurements of resources/benchmarks/ decide per GPU model: the per-layer choice between
+// the dense and the TwELL FFN from the break-even densities bench_ffn measured (a conservative
+// default where nothing was measured), and the cluster size of the sm_90a gate kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/ffn.hpp"
@@ -32,10 +35,23 @@ struct BreakEvenPoint {
 // runs 1 and 2) and 1.058 % (h200-ffn-2026-12-04.json); M 16384: 1.090 % (one run,
 // h200-ffn-2026-12-03-interleaved.json, with the gate before its two later speed-ups, which can only
 // have moved the crossing up). The 2026-12-02 figures (0.72 / 0.81 %) predate the deferred packing.
+// H100 80GB HBM3 (with the gate at cluster size 1, so the crossings can only have moved up since):
+// M 131072: 1.069 and 1.118 % (h100-ffn-token-block-2026-12-05.json, the Auto kernels of its first
+// run, and h100-record-2026-12-05.json); M 16384: 1.050 % (h100-record-2026-12-05.json, one run).
 constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0105, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0106, "bench_ffn, H100, 2026-12-05"},
 };
+
+// GPU models on which the gate kernel runs faster with the weight tile multicast to CTA pairs
+// (bench_gate_sm90, gate / cuBLAS at D 2048, N 5632, interleaved). H100 80GB HBM3, 2026-12-05
+// (h100-record-2026-12-05.json): cluster 2 against 1 at 0.5 / 2 / 5 %: 0.971 / 1.022 / 1.073 against
+// 1.090 / 1.108 / 1.104 at M 131072, and 0.980 / 1.017 / 1.078 against 1.058 / 1.080 / 1.126 at
+// M 16384. Not the H200: there the two were level at M 131072 (cluster 2 0.3-1 % behind) and
+// cluster 2 1-3 % ahead at M 16384 (h200-gate-lane-placing-consumer-2026-12-05.json).
+constexpr const char* kGateClusterPairGpus[] = {"NVIDIA H100 80GB HBM3"};
 
 }  // namespace
 
@@ -66,6 +82,27 @@ FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
 
 FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int device) {
   return twell::choose_ffn_path(measured_density, twell_break_even(shape, device));
+}
+
+int sm90_gate_cluster_size_for(const std::string& gpu_name) {
+  for (const char* name : kGateClusterPairGpus)
+    if (gpu_name == name) return 2;
+  return 1;
+}
+
+int sm90_gate_cluster_size(int device) {
+  static std::mutex mutex;
+  static std::vector<int> sizes;  // per device; 0 not yet read
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (device < 0)
+    throw Error(Error::Kind::InvalidInput, "sm90_gate_cluster_size: no device " + std::to_string(device));
+  if (static_cast<int>(sizes.size()) <= device) sizes.resize(device + 1, 0);
+  if (sizes[device] == 0) {
+    cudaDeviceProp properties{};
+    TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    sizes[device] = sm90_gate_cluster_size_for(properties.name);
+  }
+  return sizes[device];
 }
 
 }  // namespace twell::cuda

@@ -102,7 +102,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     if (!gate_kernel_sm90_available(device))
       throw Error(Error::Kind::Unsupported,
                   "TwELL FFN: the sm_90a gate kernel was requested but this device or build cannot run it");
-    gate_cluster_size = sm90_gate_cluster_size(device);
+    gate_cluster_size = sm90_gate_cluster_size(device, tokens);
   }
   const UpDownKernel up_down = resolve_up_down_kernel(impl.requested.up_down, weights.hidden);
   if (up_down == UpDownKernel::PerTokenWarp && !up_down_per_token_warp_supported(weights.hidden))

@@ -47,13 +47,32 @@ constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0106, "bench_ffn, H100, 2026-12-05"},
 };
 
-// GPU models on which the gate kernel runs faster with the weight tile multicast to CTA pairs
-// (bench_gate_sm90, gate / cuBLAS at D 2048, N 5632, interleaved). H100 80GB HBM3, 2026-12-05
-// (h100-record-2026-12-05.json): cluster 2 against 1 at 0.5 / 2 / 5 %: 0.971 / 1.022 / 1.073 against
-// 1.090 / 1.108 / 1.104 at M 131072, and 0.980 / 1.017 / 1.078 against 1.058 / 1.080 / 1.126 at
-// M 16384. Not the H200: there the two were level at M 131072 (cluster 2 0.3-1 % behind) and
-// cluster 2 1-3 % ahead at M 16384 (h200-gate-lane-placing-consumer-2026-12-05.json).
-constexpr const char* kGateClusterPairGpus[] = {"NVIDIA H100 80GB HBM3"};
+// Which cluster size ran the gate faster, per GPU model and token count (bench_gate_sm90, gate /
+// cuBLAS at D 2048, N 5632, interleaved; 2 = the weight tile multicast to CTA pairs):
+// - H100 80GB HBM3, two fresh machines on 2026-12-05 (h100-record-2026-12-05.json,
+//   h100-gate-cluster-pairs-2026-12-05.json), pairs against one CTA at 0.5 / 2 / 5 %: M 131072
+//   0.970-0.971 / 1.022 / 1.072-1.073 against 1.090-1.099 / 1.106-1.108 / 1.104-1.115; M 16384
+//   0.980 / 1.017-1.030 / 1.078 against 1.043-1.058 / 1.077-1.080 / 1.126-1.129.
+// - H200, the committed kernel in two alternated runs on 2026-12-05
+//   (h200-gate-lane-placing-consumer-2026-12-05.json, runs 2 and 6): M 16384 pairs 0.970 / 1.003-1.017 /
+//   1.060-1.070 against 1.004-1.006 / 1.028-1.034 / 1.075-1.076; M 131072 pairs 0.995 / 1.048-1.049 /
+//   1.100 against 0.990 / 1.043-1.044 / 1.093-1.096, so one CTA there.
+struct GateClusterPoint {
+  const char* gpu_name;  // cudaDeviceProp::name, exactly
+  int tokens;
+  int cluster_size;
+};
+constexpr GateClusterPoint kGateClusterMeasured[] = {
+    {"NVIDIA H100 80GB HBM3", 16384, 2},
+    {"NVIDIA H100 80GB HBM3", 131072, 2},
+    {"NVIDIA H200", 16384, 2},
+    {"NVIDIA H200", 131072, 1},
+};
+
+// Token counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
+double token_distance(int tokens, int measured_tokens) {
+  return std::fabs(std::log2(std::max(tokens, 1)) - std::log2(measured_tokens));
+}
 
 }  // namespace
 
@@ -68,8 +87,7 @@ FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
         shape.intermediate != point.intermediate || shape.compression != point.compression ||
         shape.gated != point.gated)
       continue;
-    // Token counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
-    const double distance = std::fabs(std::log2(std::max(shape.tokens, 1)) - std::log2(point.tokens));
+    const double distance = token_distance(shape.tokens, point.tokens);
     if (nearest == nullptr || distance < nearest_distance) {
       nearest = &point;
       nearest_distance = distance;
@@ -86,25 +104,37 @@ FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int devi
   return twell::choose_ffn_path(measured_density, twell_break_even(shape, device));
 }
 
-int sm90_gate_cluster_size_for(const std::string& gpu_name) {
-  for (const char* name : kGateClusterPairGpus)
-    if (gpu_name == name) return 2;
-  return 1;
+int sm90_gate_cluster_size_for(const std::string& gpu_name, int tokens) {
+  const GateClusterPoint* nearest = nullptr;
+  double nearest_distance = 0;
+  for (const GateClusterPoint& point : kGateClusterMeasured) {
+    if (gpu_name != point.gpu_name) continue;
+    const double distance = token_distance(tokens, point.tokens);
+    if (nearest == nullptr || distance < nearest_distance) {
+      nearest = &point;
+      nearest_distance = distance;
+    }
+  }
+  return nearest == nullptr ? 1 : nearest->cluster_size;
 }
 
-int sm90_gate_cluster_size(int device) {
+int sm90_gate_cluster_size(int device, int tokens) {
   static std::mutex mutex;
-  static std::vector<int> sizes;  // per device; 0 not yet read
-  const std::lock_guard<std::mutex> lock(mutex);
+  static std::vector<std::string> names;  // per device; empty until read
   if (device < 0)
     throw Error(Error::Kind::InvalidInput, "sm90_gate_cluster_size: no device " + std::to_string(device));
-  if (static_cast<int>(sizes.size()) <= device) sizes.resize(device + 1, 0);
-  if (sizes[device] == 0) {
-    cudaDeviceProp properties{};
-    TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-    sizes[device] = sm90_gate_cluster_size_for(properties.name);
+  std::string name;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (static_cast<int>(names.size()) <= device) names.resize(device + 1);
+    if (names[device].empty()) {
+      cudaDeviceProp properties{};
+      TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+      names[device] = properties.name;
+    }
+    name = names[device];
   }
-  return sizes[device];
+  return sm90_gate_cluster_size_for(name, tokens);
 }
 
 }  // namespace twell::cuda

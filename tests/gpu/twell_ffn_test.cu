@@ -288,19 +288,27 @@ TEST(FfnDispatch, ChoosesTwellOnlyBelowTheBreakEven) {
   EXPECT_EQ(cuda::choose_ffn_path(0.01, unmeasured, ordinal), FfnPath::Dense);
 }
 
-TEST(FfnDispatch, GateClusterSizeFollowsTheGpuModel) {
-  // Pairs of CTAs only where a benchmark measured them faster; any other name keeps one CTA.
-  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H100 80GB HBM3"), 2);
-  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200"), 1);
-  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H100 80GB HBM3 "), 1);
-  EXPECT_EQ(cuda::sm90_gate_cluster_size_for(""), 1);
+TEST(FfnDispatch, GateClusterSizeFollowsTheGpuModelAndTokenCount) {
+  // Pairs of CTAs only where a benchmark measured them faster, at the nearest token count measured
+  // (on a log scale); any other name keeps one CTA.
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H100 80GB HBM3", 1), 2);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H100 80GB HBM3", 1 << 20), 2);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200", 1), 2);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200", 16384), 2);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200", 40000), 2);  // nearer 16384
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200", 50000), 1);  // nearer 131072
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H200", 131072), 1);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("NVIDIA H100 80GB HBM3 ", 16384), 1);
+  EXPECT_EQ(cuda::sm90_gate_cluster_size_for("", 16384), 1);
   TWELL_REQUIRE_CUDA_DEVICE();
   int ordinal = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
   cudaDeviceProp properties{};
   TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
-  EXPECT_EQ(cuda::sm90_gate_cluster_size(ordinal), cuda::sm90_gate_cluster_size_for(properties.name));
-  EXPECT_THROW(cuda::sm90_gate_cluster_size(-1), Error);
+  for (const int tokens : {1, 16384, 131072})
+    EXPECT_EQ(cuda::sm90_gate_cluster_size(ordinal, tokens),
+              cuda::sm90_gate_cluster_size_for(properties.name, tokens));
+  EXPECT_THROW(cuda::sm90_gate_cluster_size(-1, 16384), Error);
 }
 
 }  // namespace

@@ -120,11 +120,11 @@ FfnBreakEven twell_break_even(const FfnShape& shape, int device);
 /// a production forward would run.
 FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int device);
 
-/// The cluster size FfnRunner launches the sm_90a gate kernel with on a GPU model (its
-/// cudaDeviceProp::name): 2, the weight tile multicast to pairs of CTAs, where bench_gate_sm90
-/// measured it faster than 1 at every token count and density; else 1.
-int sm90_gate_cluster_size_for(const std::string& gpu_name);
+/// The cluster size FfnRunner launches the sm_90a gate kernel with for `tokens` on a GPU model (its
+/// cudaDeviceProp::name): what bench_gate_sm90 measured faster at the nearest token count measured
+/// on that model (2: the weight tile multicast to pairs of CTAs); 1 on a model never measured.
+int sm90_gate_cluster_size_for(const std::string& gpu_name, int tokens);
 /// The same for `device`, its name read once.
-int sm90_gate_cluster_size(int device);
+int sm90_gate_cluster_size(int device, int tokens);
 
 }  // namespace twell::cuda

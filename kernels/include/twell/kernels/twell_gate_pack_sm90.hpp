@@ -19,8 +19,9 @@ struct GatePackSm90Params {
   int neurons = 0;  ///< at most 65536
   int compression = 8;
   /// 1: plain persistent (the default); 2: the weight tile multicast to CTA pairs. FfnRunner picks
-  /// per GPU model from measurements (sm90_gate_cluster_size, ffn.hpp): 2 on the H100 80GB HBM3,
-  /// where it ran 3-11 % faster; 1 on the H200, where the two ran level.
+  /// per GPU model and token count from measurements (sm90_gate_cluster_size, ffn.hpp): 2 on the
+  /// H100 80GB HBM3 (3-11 % faster) and on the H200 at M 16384 (1-3.5 %), 1 on the H200 at
+  /// M 131072 (0.5 % faster).
   int cluster_size = 1;
   /// 0: one CTA per SM that can hold one (the default). Otherwise at most this many CTAs (rounded
   /// down to whole clusters, at least one), so that work on another stream keeps the other SMs.

@@ -19,8 +19,9 @@ std::vector<KernelVariant> kernel_variants() {
        "overflowing rows flagged and listed)"},
       {"twell_gate_pack_sm90_kernel", kOurs, "twell", "gate_pack", "sm_90a (compute capability 9.0)",
        "Hopper gate GEMM: TMA + mbarrier ring, warp-specialised persistent CTAs, wgmma m64n256k16; ReLU + "
-       "TwELL pack epilogue, counts clamped, overflowing rows flagged (default where available; on the "
-       "H100 80GB HBM3 the weight tile is multicast to clusters of 2 CTAs, measured faster there)"},
+       "TwELL pack epilogue, counts clamped, overflowing rows flagged (default where available; the weight "
+       "tile multicast to clusters of 2 CTAs for the GPU models and token counts where that measured "
+       "faster)"},
       {"compact_flagged_rows_kernel", kOurs, "twell", "gate_pack", "any",
        "after the sm_90a gate: the flagged overflowing rows compacted into the count and row list the "
        "dense recomputation consumes"},

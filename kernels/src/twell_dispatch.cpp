@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -69,30 +70,54 @@ constexpr GateClusterPoint kGateClusterMeasured[] = {
     {"NVIDIA H200", 131072, 1},
 };
 
-// Token counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
-double token_distance(int tokens, int measured_tokens) {
-  return std::fabs(std::log2(std::max(tokens, 1)) - std::log2(measured_tokens));
-}
-
-}  // namespace
-
-FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
-  cudaDeviceProp properties{};
-  TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-  const BreakEvenPoint* nearest = nullptr;
+// The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token
+// counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
+template <typename Point, std::size_t Count, typename Applies>
+const Point* nearest_measured(const Point (&points)[Count], int tokens, Applies applies) {
+  const Point* nearest = nullptr;
   double nearest_distance = 0;
-  for (const BreakEvenPoint& point : kMeasured) {
-    if (std::string(properties.name) != point.gpu_name || properties.major != point.major ||
-        properties.minor != point.minor || shape.hidden != point.hidden ||
-        shape.intermediate != point.intermediate || shape.compression != point.compression ||
-        shape.gated != point.gated)
-      continue;
-    const double distance = token_distance(shape.tokens, point.tokens);
+  for (const Point& point : points) {
+    if (!applies(point)) continue;
+    const double distance = std::fabs(std::log2(std::max(tokens, 1)) - std::log2(point.tokens));
     if (nearest == nullptr || distance < nearest_distance) {
       nearest = &point;
       nearest_distance = distance;
     }
   }
+  return nearest;
+}
+
+// What the tables key on, read once per device: the runner asks for every layer call.
+struct DeviceModel {
+  std::string name;
+  int major = 0, minor = 0;
+};
+
+DeviceModel device_model(int device) {
+  static std::mutex mutex;
+  static std::vector<DeviceModel> models;  // per device; empty name until read
+  if (device < 0)
+    throw Error(Error::Kind::InvalidInput,
+                "TwELL dispatch tables: device " + std::to_string(device) + " does not exist");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<int>(models.size()) <= device) models.resize(device + 1);
+  if (models[device].name.empty()) {
+    cudaDeviceProp properties{};
+    TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    models[device] = {properties.name, properties.major, properties.minor};
+  }
+  return models[device];
+}
+
+}  // namespace
+
+FfnBreakEven twell_break_even(const FfnShape& shape, int device) {
+  const DeviceModel model = device_model(device);
+  const BreakEvenPoint* nearest = nearest_measured(kMeasured, shape.tokens, [&](const BreakEvenPoint& point) {
+    return model.name == point.gpu_name && model.major == point.major && model.minor == point.minor &&
+           shape.hidden == point.hidden && shape.intermediate == point.intermediate &&
+           shape.compression == point.compression && shape.gated == point.gated;
+  });
   if (nearest == nullptr) return conservative_break_even("no measurement for this GPU and shape");
   return {nearest->density, true,
           std::string(nearest->gpu_name) + ", D " + std::to_string(nearest->hidden) + ", N " +
@@ -105,36 +130,14 @@ FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int devi
 }
 
 int sm90_gate_cluster_size_for(const std::string& gpu_name, int tokens) {
-  const GateClusterPoint* nearest = nullptr;
-  double nearest_distance = 0;
-  for (const GateClusterPoint& point : kGateClusterMeasured) {
-    if (gpu_name != point.gpu_name) continue;
-    const double distance = token_distance(tokens, point.tokens);
-    if (nearest == nullptr || distance < nearest_distance) {
-      nearest = &point;
-      nearest_distance = distance;
-    }
-  }
+  const GateClusterPoint* nearest =
+      nearest_measured(kGateClusterMeasured, tokens,
+                       [&](const GateClusterPoint& point) { return gpu_name == point.gpu_name; });
   return nearest == nullptr ? 1 : nearest->cluster_size;
 }
 
 int sm90_gate_cluster_size(int device, int tokens) {
-  static std::mutex mutex;
-  static std::vector<std::string> names;  // per device; empty until read
-  if (device < 0)
-    throw Error(Error::Kind::InvalidInput, "sm90_gate_cluster_size: no device " + std::to_string(device));
-  std::string name;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (static_cast<int>(names.size()) <= device) names.resize(device + 1);
-    if (names[device].empty()) {
-      cudaDeviceProp properties{};
-      TWELL_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-      names[device] = properties.name;
-    }
-    name = names[device];
-  }
-  return sm90_gate_cluster_size_for(name, tokens);
+  return sm90_gate_cluster_size_for(device_model(device).name, tokens);
 }
 
 }  // namespace twell::cuda

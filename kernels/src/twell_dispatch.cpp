@@ -36,16 +36,14 @@ struct BreakEvenPoint {
 // runs 1 and 2) and 1.058 % (h200-ffn-2026-12-04.json); M 16384: 1.090 % (one run,
 // h200-ffn-2026-12-03-interleaved.json, with the gate before its two later speed-ups, which can only
 // have moved the crossing up). The 2026-12-02 figures (0.72 / 0.81 %) predate the deferred packing.
-// H100 80GB HBM3: M 131072: 1.069 and 1.118 % (h100-ffn-token-block-2026-12-05.json, the Auto
-// kernels of its first run, and h100-record-2026-12-05.json); M 16384: 1.050 % (h100-record-2026-12-05.json).
-// Those ran the gate at cluster size 1. With the pairs the runner now uses there, one run crossed at
-// 1.146 and 1.136 % (h100-gate-cluster-pairs-2026-12-05.json); the table keeps the lower figures
-// until a second run agrees.
+// H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
+// 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
+// h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %.
 constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0105, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0106, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0111, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0113, "bench_ffn, H100, 2026-12-05"},
 };
 
 // Which cluster size ran the gate faster, per GPU model and token count (bench_gate_sm90, gate /

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "benchmark_output.hpp"
+#include "device_fill.cuh"
+#include "flushed_median.cuh"
 #include "test_support.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/device_buffer.hpp"
@@ -35,31 +37,6 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 using twell::cuda::DeviceBuffer;
-
-__global__ void fill_pattern(Bf16* values, std::size_t count, std::uint32_t seed, float scale) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t h = static_cast<std::uint32_t>(i * 2654435761u) ^ (seed * 0x9e3779b9u);
-    values[i] = __float2bfloat16((static_cast<float>(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * scale);
-  }
-}
-
-template <typename Launch>
-double median_ms(twell::cuda::L2Flusher& flusher, cudaStream_t stream, int warmup, int repetitions,
-                 Launch launch) {
-  twell::cuda::Event start, end;
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + repetitions; ++i) {
-    flusher.flush(stream);
-    start.record(stream);
-    launch();
-    end.record(stream);
-    end.synchronize();
-    if (i >= warmup) samples.push_back(end.elapsed_ms_since(start));
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
 
 template <typename T>
 DeviceBuffer<const T*> device_pointers(const std::vector<const T*>& host) {
@@ -103,11 +80,12 @@ int main(int argc, char** argv) try {
   DeviceBuffer<Bf16> up(static_cast<std::size_t>(intermediate) * hidden);
   DeviceBuffer<Bf16> down_t(static_cast<std::size_t>(intermediate) * hidden);
   DeviceBuffer<Bf16> activations(static_cast<std::size_t>(tokens) * intermediate);
-  fill_pattern<<<4096, 256>>>(x.data(), x.size(), 1, 4.0f);
-  fill_pattern<<<4096, 256>>>(up.data(), up.size(), 2, 0.07f);
-  fill_pattern<<<4096, 256>>>(down_t.data(), down_t.size(), 3, 0.07f);
-  fill_pattern<<<4096, 256>>>(activations.data(), activations.size(), 4, 0.5f);
-  TWELL_CUDA_CHECK_LAUNCH("fill_pattern");
+  // Values only matter for the power they draw: Gaussian, as the FFN benchmarks' inputs.
+  twell::test::fill_gaussian_bf16(x.data(), x.size(), 1, 1.0f, hidden, 1.0f);
+  twell::test::fill_gaussian_bf16(up.data(), up.size(), 2, 0.02f, hidden, 0.02f);
+  twell::test::fill_gaussian_bf16(down_t.data(), down_t.size(), 3, 0.02f, hidden, 0.02f);
+  twell::test::fill_gaussian_bf16(activations.data(), activations.size(), 4, 0.5f, intermediate, 0.5f);
+  TWELL_CUDA_CHECK_LAUNCH("fill_gaussian_bf16");
   TWELL_CUDA_CHECK(cudaDeviceSynchronize());
 
   twell::cuda::Stream stream;
@@ -119,7 +97,7 @@ int main(int argc, char** argv) try {
 
   // up: U_b^T (n x T) = W_b (n x D) . X_b^T; down: Y_b^T (D x T) = Wd_b^T (D x n) . H_b^T (n x T),
   // column-major, as the gate's GEMM is called.
-  const double dense_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+  const double dense_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
     TWELL_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, intermediate, tokens, hidden, &one,
                                     up.data(), CUDA_R_16BF, hidden, x.data(), CUDA_R_16BF, hidden, &zero,
                                     activations.data(), CUDA_R_16BF, intermediate, CUBLAS_COMPUTE_32F,
@@ -156,14 +134,14 @@ int main(int argc, char** argv) try {
                  u_ptrs = device_pointers(u_blocks), y_ptrs = device_pointers(y_blocks);
       auto* u_out = const_cast<void* const*>(reinterpret_cast<const void* const*>(u_ptrs.data()));
       auto* y_out = const_cast<void* const*>(reinterpret_cast<const void* const*>(y_ptrs.data()));
-      const double up_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+      const double up_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
         TWELL_CUBLAS_CHECK(cublasGemmBatchedEx(
             cublas, CUBLAS_OP_T, CUBLAS_OP_N, union_neurons, block, hidden, &one,
             reinterpret_cast<const void* const*>(up_ptrs.data()), CUDA_R_16BF, hidden,
             reinterpret_cast<const void* const*>(x_ptrs.data()), CUDA_R_16BF, hidden, &zero, u_out,
             CUDA_R_16BF, union_neurons, blocks, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       });
-      const double down_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+      const double down_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
         TWELL_CUBLAS_CHECK(cublasGemmBatchedEx(
             cublas, CUBLAS_OP_N, CUBLAS_OP_N, hidden, block, union_neurons, &one,
             reinterpret_cast<const void* const*>(down_ptrs.data()), CUDA_R_16BF, hidden,
@@ -205,12 +183,7 @@ int main(int argc, char** argv) try {
        "union = N (1 - (1 - d)^T) rounded up to 64; one cuBLAS batched GEMM per projection, one batch entry "
        "per "
        "block of T tokens, each over its own window of union rows"},
-      {"timing",
-       {{"warmup", warmup},
-        {"repetitions", repetitions},
-        {"statistic", "median"},
-        {"clock", "cuda events"},
-        {"l2_flush_bytes", flusher.bytes()}}},
+      {"timing", twell::test::flushed_median_timing(warmup, repetitions, flusher)},
       {"results", results}};
   twell::test::write_benchmark_json(document, output);
   return 0;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "benchmark_output.hpp"
+#include "flushed_median.cuh"
 #include "test_support.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/device_buffer.hpp"
@@ -217,24 +218,6 @@ __global__ void __launch_bounds__(kThreads + 32) gather_bulk(const GatherParams 
 #endif
 }
 
-template <typename Launch>
-double median_ms(twell::cuda::L2Flusher& flusher, cudaStream_t stream, int warmup, int repetitions,
-                 Launch launch) {
-  twell::cuda::Event start, end;
-  std::vector<double> samples;
-  for (int i = 0; i < warmup + repetitions; ++i) {
-    flusher.flush(stream);
-    start.record(stream);
-    launch();
-    TWELL_CUDA_CHECK_LAUNCH("timed kernel");
-    end.record(stream);
-    end.synchronize();
-    if (i >= warmup) samples.push_back(end.elapsed_ms_since(start));
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -311,17 +294,18 @@ int main(int argc, char** argv) try {
         cudaMemcpyAsync(&live, live_total.data(), sizeof live, cudaMemcpyDeviceToHost, stream.get()));
     TWELL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 
-    const double consumer_ms = median_ms(flusher, stream.get(), warmup, repetitions,
-                                         [&] { twell::cuda::launch_twell_up_down(consumer, stream.get()); });
-    const double gather_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+    const double consumer_ms =
+        twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions,
+                                       [&] { twell::cuda::launch_twell_up_down(consumer, stream.get()); });
+    const double gather_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
       gather_registers<2><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
     });
-    const double gather_deep_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
-      gather_registers<8><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
-    });
+    const double gather_deep_ms = twell::test::flushed_median_ms(
+        flusher, stream.get(), warmup, repetitions,
+        [&] { gather_registers<8><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather); });
     double bulk_ms = 0;
     if (bulk_copies)
-      bulk_ms = median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+      bulk_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
         gather_bulk<<<static_cast<unsigned>(tokens), kThreads + 32, bulk_shared, stream.get()>>>(gather);
       });
     const double row_bytes = static_cast<double>(live) * 2.0 * hidden * 2.0;
@@ -360,12 +344,7 @@ int main(int argc, char** argv) try {
       {"command", command},
       {"shape", {{"tokens", tokens}, {"hidden", hidden}, {"intermediate", intermediate}, {"compression", 8}}},
       {"inputs", "every neuron live with the same probability per token, independently; gates in [0.1, 1.1)"},
-      {"timing",
-       {{"warmup", warmup},
-        {"repetitions", repetitions},
-        {"statistic", "median"},
-        {"clock", "cuda events"},
-        {"l2_flush_bytes", flusher.bytes()}}},
+      {"timing", twell::test::flushed_median_timing(warmup, repetitions, flusher)},
       {"results", results}};
   twell::test::write_benchmark_json(document, output);
   return 0;

@@ -38,10 +38,11 @@ namespace {
 using Bf16 = __nv_bfloat16;
 using twell::cuda::DeviceBuffer;
 
-template <typename T>
-DeviceBuffer<const T*> device_pointers(const std::vector<const T*>& host) {
-  DeviceBuffer<const T*> buffer(host.size());
-  TWELL_CUDA_CHECK(cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T*), cudaMemcpyHostToDevice));
+// A batched GEMM's array of per-block matrix pointers, on the device.
+DeviceBuffer<void*> device_pointers(const std::vector<void*>& host) {
+  DeviceBuffer<void*> buffer(host.size());
+  TWELL_CUDA_CHECK(
+      cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
   return buffer;
 }
 
@@ -117,35 +118,30 @@ int main(int argc, char** argv) try {
       const int union_neurons =
           std::min(intermediate, static_cast<int>(std::ceil(union_expected / 64.0)) * 64);
       const int blocks = tokens / block;
-      std::vector<const Bf16*> x_blocks, up_windows, down_windows, h_blocks;
-      std::vector<const Bf16*> u_blocks, y_blocks;
+      // The up GEMM's outputs are the down GEMM's inputs (one activation block per token block).
+      std::vector<void*> x_blocks, up_windows, down_windows, activation_blocks, y_blocks;
       const int windows = intermediate - union_neurons + 1;
       for (int b = 0; b < blocks; ++b) {
         const std::size_t first_row = static_cast<std::size_t>((static_cast<long long>(b) * 2749) % windows);
         x_blocks.push_back(x.data() + static_cast<std::size_t>(b) * block * hidden);
         up_windows.push_back(up.data() + first_row * hidden);
         down_windows.push_back(down_t.data() + first_row * hidden);
-        h_blocks.push_back(activations.data() + static_cast<std::size_t>(b) * block * union_neurons);
-        u_blocks.push_back(activations.data() + static_cast<std::size_t>(b) * block * union_neurons);
+        activation_blocks.push_back(activations.data() + static_cast<std::size_t>(b) * block * union_neurons);
         y_blocks.push_back(y.data() + static_cast<std::size_t>(b) * block * hidden);
       }
-      const auto x_ptrs = device_pointers(x_blocks), up_ptrs = device_pointers(up_windows),
-                 down_ptrs = device_pointers(down_windows), h_ptrs = device_pointers(h_blocks),
-                 u_ptrs = device_pointers(u_blocks), y_ptrs = device_pointers(y_blocks);
-      auto* u_out = const_cast<void* const*>(reinterpret_cast<const void* const*>(u_ptrs.data()));
-      auto* y_out = const_cast<void* const*>(reinterpret_cast<const void* const*>(y_ptrs.data()));
+      auto x_ptrs = device_pointers(x_blocks), up_ptrs = device_pointers(up_windows),
+           down_ptrs = device_pointers(down_windows), activation_ptrs = device_pointers(activation_blocks),
+           y_ptrs = device_pointers(y_blocks);
       const double up_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
         TWELL_CUBLAS_CHECK(cublasGemmBatchedEx(
-            cublas, CUBLAS_OP_T, CUBLAS_OP_N, union_neurons, block, hidden, &one,
-            reinterpret_cast<const void* const*>(up_ptrs.data()), CUDA_R_16BF, hidden,
-            reinterpret_cast<const void* const*>(x_ptrs.data()), CUDA_R_16BF, hidden, &zero, u_out,
-            CUDA_R_16BF, union_neurons, blocks, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            cublas, CUBLAS_OP_T, CUBLAS_OP_N, union_neurons, block, hidden, &one, up_ptrs.data(), CUDA_R_16BF,
+            hidden, x_ptrs.data(), CUDA_R_16BF, hidden, &zero, activation_ptrs.data(), CUDA_R_16BF,
+            union_neurons, blocks, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       });
       const double down_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
         TWELL_CUBLAS_CHECK(cublasGemmBatchedEx(
-            cublas, CUBLAS_OP_N, CUBLAS_OP_N, hidden, block, union_neurons, &one,
-            reinterpret_cast<const void* const*>(down_ptrs.data()), CUDA_R_16BF, hidden,
-            reinterpret_cast<const void* const*>(h_ptrs.data()), CUDA_R_16BF, union_neurons, &zero, y_out,
+            cublas, CUBLAS_OP_N, CUBLAS_OP_N, hidden, block, union_neurons, &one, down_ptrs.data(),
+            CUDA_R_16BF, hidden, activation_ptrs.data(), CUDA_R_16BF, union_neurons, &zero, y_ptrs.data(),
             CUDA_R_16BF, hidden, blocks, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       });
       const double live_per_block = d * intermediate * block;

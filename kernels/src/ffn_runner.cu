@@ -13,6 +13,7 @@
 #include "twell/kernels/twell_gate_pack.hpp"
 #include "twell/kernels/twell_gate_pack_sm90.hpp"
 #include "twell/kernels/twell_overflow.hpp"
+#include "twell/kernels/twell_pack_dense.hpp"
 #include "twell/kernels/twell_up_down.hpp"
 #include "twell_dispatch_gate.hpp"
 
@@ -23,6 +24,7 @@ struct FfnRunner::Impl {
   cudaStream_t stream;
   DenseFfn dense;
   DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
+  DeviceBuffer<__nv_bfloat16> gate_preactivations;      ///< [M, N]: GateKernel::CublasPack's GEMM output
   DeviceBuffer<std::uint32_t> overflow_state;           ///< [2 + M]: row count, tile count, row flags
   DeviceBuffer<std::uint32_t> overflow_rows;            ///< [M]: the overflowing rows
   DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
@@ -36,13 +38,15 @@ struct FfnRunner::Impl {
 namespace {
 
 // Auto takes the Hopper kernel where it runs and its TMA maps can address the operands (16-byte
-// aligned bases).
-GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* weight) {
+// aligned bases), except at the token counts where cuBLASLt's GEMM + the pack pass measured faster
+// on this GPU model.
+GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* weight, int tokens) {
   if (requested != GateKernel::Auto) return requested;
   if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(weight) % 16 != 0)
     return GateKernel::Portable;
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  if (gate_cublas_pack_preferred(device, tokens)) return GateKernel::CublasPack;
   return gate_kernel_sm90_available(device) ? GateKernel::Sm90 : GateKernel::Portable;
 }
 
@@ -56,6 +60,8 @@ const char* to_string(GateKernel kernel) noexcept {
       return "portable";
     case GateKernel::Sm90:
       return "sm90";
+    case GateKernel::CublasPack:
+      return "cublas_pack";
   }
   return "unknown";
 }
@@ -94,7 +100,8 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   impl.overflow_state.ensure(2 + rows);
   impl.overflow_rows.ensure(rows);
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
-  const GateKernel gate = resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up);
+  const GateKernel gate =
+      resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up, tokens);
   int gate_cluster_size = 1;
   if (gate == GateKernel::Sm90) {
     int device = 0;
@@ -110,7 +117,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
   impl.last_kernels = {gate, up_down};
-  impl.tiles_counted = gate == GateKernel::Portable;
+  impl.tiles_counted = gate != GateKernel::Sm90;
 
   {
     ScopedTrace scope(tracer, with_op(tag, "gate_pack"));
@@ -132,6 +139,20 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       // The Hopper kernel flags rows; the dense recomputation wants their count and list.
       launch_compact_flagged_rows(row_flags, tokens, impl.overflow_state.data(), impl.overflow_rows.data(),
                                   stream);
+    } else if (gate == GateKernel::CublasPack) {
+      const int neurons = weights.intermediate;
+      impl.gate_preactivations.ensure(rows * neurons);
+      impl.dense.matmul().gemm_nt(x, weight, impl.gate_preactivations.data(), tokens, neurons, weights.hidden,
+                                  neurons, GemmEpilogue::None, stream);
+      PackDenseArgs pack;
+      pack.preactivations = impl.gate_preactivations.data();
+      pack.rows = tokens;
+      pack.neurons = neurons;
+      pack.pitch = neurons;
+      pack.compression = compression;
+      pack.packed = impl.packed.data();
+      pack.overflow = {impl.overflow_state.data(), row_flags, impl.overflow_rows.data()};
+      launch_twell_pack_dense(pack, stream);
     } else {
       GatePackArgs pack;
       pack.x = x;

@@ -22,6 +22,12 @@ std::vector<KernelVariant> kernel_variants() {
        "TwELL pack epilogue, counts clamped, overflowing rows flagged (default where available; the weight "
        "tile multicast to clusters of 2 CTAs for the GPU models and token counts where that measured "
        "faster)"},
+      {"cuBLASLt bf16 GEMM", kLibrary, "twell", "gate_pack", "any",
+       "the gate GEMM x Wg^T into a dense [M, N] workspace (GateKernel::CublasPack: what Auto runs at the "
+       "decode-sized token counts where it measured faster than the fused gate)"},
+      {"twell_pack_dense_kernel", kOurs, "twell", "gate_pack", "any",
+       "after cuBLASLt's gate GEMM: ReLU + TwELL pack, one warp per row and 256-column tile, slots from a "
+       "warp scan (ascending columns), counts clamped, overflowing rows flagged and listed"},
       {"compact_flagged_rows_kernel", kOurs, "twell", "gate_pack", "any",
        "after the sm_90a gate: the flagged overflowing rows compacted into the count and row list the "
        "dense recomputation consumes"},

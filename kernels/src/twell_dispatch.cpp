@@ -39,9 +39,27 @@ struct BreakEvenPoint {
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
 // h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %.
+// Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json): far below M 16384's
+// crossing, because the gate costs more than cuBLAS's GEMM there and the dense FFN is bound by reading
+// the weights. H200, with the gate Auto runs (cuBLASLt + pack up to M 1024, sm_90a above): 0.256 /
+// 0.255 / 0.326 / 0.805 / 0.769 / 0.982 / 1.095 / 1.191 % at M 64 / 128 / 256 / 512 / 1024 / 2048 /
+// 4096 / 8192. H100 (sm_90a gate): dense faster at M 64 at every density measured (from 0.1 %), 0.196 /
+// 0.603 / 0.977 % at M 256 / 1024 / 4096.
 constexpr BreakEvenPoint kMeasured[] = {
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0025, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0025, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 256, 0.0032, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 512, 0.0080, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 1024, 0.0076, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 2048, 0.0098, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 4096, 0.0109, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 8192, 0.0119, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0019, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0060, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0097, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0111, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0113, "bench_ffn, H100, 2026-12-05"},
 };
@@ -66,6 +84,26 @@ constexpr GateClusterPoint kGateClusterMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 131072, 2},
     {"NVIDIA H200", 16384, 2},
     {"NVIDIA H200", 131072, 1},
+};
+
+// Whether cuBLASLt's gate GEMM + the pack pass (GateKernel::CublasPack) ran the FFN faster than the
+// sm_90a fused gate, per GPU model and token count (bench_ffn, variants cublas_pack/per_token_cta
+// against sm90/per_token_cta, FFN totals paired):
+// - H200, 2026-12-05 (h200-small-m-2026-12-05.json), gate + pack in us, cuBLAS + pack against sm_90a:
+//   M 64 23 against 36, M 256 27 against 35, M 512 35 against 37, M 1024 50 against 59; M 2048 86
+//   against 80, M 16384 609 against 485 (the [M, N] workspace's write and read cost more than the
+//   fused kernel's idle SMs once there are 16 rows of tiles). FFN paired against dense at 0.1 %:
+//   1.158 / 1.369 / 1.504 against 0.860 / 1.302 / 1.316 at M 64 / 512 / 1024; 1.626 against 1.698 at
+//   M 2048.
+struct GateCublasPackPoint {
+  const char* gpu_name;  // cudaDeviceProp::name, exactly
+  int tokens;
+  bool preferred;
+};
+constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
+    {"NVIDIA H200", 64, true},    {"NVIDIA H200", 128, true},   {"NVIDIA H200", 256, true},
+    {"NVIDIA H200", 512, true},   {"NVIDIA H200", 1024, true},  {"NVIDIA H200", 2048, false},
+    {"NVIDIA H200", 4096, false}, {"NVIDIA H200", 8192, false}, {"NVIDIA H200", 16384, false},
 };
 
 // The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token
@@ -136,6 +174,17 @@ int sm90_gate_cluster_size_for(const std::string& gpu_name, int tokens) {
 
 int sm90_gate_cluster_size(int device, int tokens) {
   return sm90_gate_cluster_size_for(device_model(device).name, tokens);
+}
+
+bool gate_cublas_pack_preferred_for(const std::string& gpu_name, int tokens) {
+  const GateCublasPackPoint* nearest =
+      nearest_measured(kGateCublasPackMeasured, tokens,
+                       [&](const GateCublasPackPoint& point) { return gpu_name == point.gpu_name; });
+  return nearest != nullptr && nearest->preferred;
+}
+
+bool gate_cublas_pack_preferred(int device, int tokens) {
+  return gate_cublas_pack_preferred_for(device_model(device).name, tokens);
 }
 
 }  // namespace twell::cuda

@@ -75,7 +75,7 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, s.order);
   app.add_option("--variants", s.variants,
-                 "TwELL kernel pairs timed besides Auto: portable/cta, portable/warp, sm90/cta, sm90/warp "
+                 "TwELL kernel pairs timed besides Auto: {portable,sm90,cublas_pack}/{cta,warp} "
                  "(default: all that run here)")
       ->delimiter(',');
 }
@@ -199,6 +199,8 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
     kernels.gate = twell::cuda::GateKernel::Portable;
   else if (gate == "sm90")
     kernels.gate = twell::cuda::GateKernel::Sm90;
+  else if (gate == "cublas_pack")
+    kernels.gate = twell::cuda::GateKernel::CublasPack;
   else
     throw twell::Error(twell::Error::Kind::InvalidInput, "--variants: unknown gate kernel '" + gate + "'");
   if (consumer == "cta")
@@ -217,6 +219,7 @@ std::vector<twell::cuda::TwellKernels> variants_to_time(const Settings& s, int d
   if (!variants.empty()) return variants;
   std::vector<twell::cuda::GateKernel> gates = {twell::cuda::GateKernel::Portable};
   if (twell::cuda::gate_kernel_sm90_available(device)) gates.push_back(twell::cuda::GateKernel::Sm90);
+  gates.push_back(twell::cuda::GateKernel::CublasPack);
   std::vector<twell::cuda::UpDownKernel> consumers = {twell::cuda::UpDownKernel::PerTokenCta};
   if (twell::cuda::up_down_per_token_warp_supported(s.hidden))
     consumers.push_back(twell::cuda::UpDownKernel::PerTokenWarp);

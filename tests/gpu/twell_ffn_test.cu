@@ -61,13 +61,14 @@ void expect_block_cosines(const Matrix& reference, const Matrix& candidate, doub
   }
 }
 
-// Every kernel combination this device runs: both consumers with the portable gate, and with the
-// Hopper gate where the device and build have it.
+// Every kernel combination this device runs: both consumers with the portable gate, with cuBLASLt's
+// GEMM + the pack pass, and with the Hopper gate where the device and build have it.
 std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   std::vector<cuda::GateKernel> gates = {cuda::GateKernel::Portable};
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
   if (cuda::gate_kernel_sm90_available(device)) gates.push_back(cuda::GateKernel::Sm90);
+  gates.push_back(cuda::GateKernel::CublasPack);
   std::vector<cuda::UpDownKernel> consumers = {cuda::UpDownKernel::PerTokenCta};
   if (cuda::up_down_per_token_warp_supported(hidden)) consumers.push_back(cuda::UpDownKernel::PerTokenWarp);
   std::vector<cuda::TwellKernels> combinations;
@@ -136,7 +137,7 @@ TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
         EXPECT_EQ(runner.last_overflow_row_indices(), reference_pack.overflow_rows);
         EXPECT_EQ(runner.last_twell_kernels().gate, kernels.gate);
         EXPECT_EQ(runner.last_twell_kernels().up_down, kernels.up_down);
-        if (kernels.gate == cuda::GateKernel::Portable) {
+        if (kernels.gate != cuda::GateKernel::Sm90) {
           EXPECT_EQ(runner.last_overflow_tiles(),
                     std::optional<std::uint64_t>(reference_pack.overflow_tiles));
         } else {
@@ -248,7 +249,11 @@ TEST(TwellFfnRunner, AutoPicksTheHopperKernelsWhereTheyRun) {
   int ordinal = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
   const bool hopper = cuda::gate_kernel_sm90_available(ordinal);
-  EXPECT_EQ(runner.last_twell_kernels().gate, hopper ? cuda::GateKernel::Sm90 : cuda::GateKernel::Portable);
+  const cuda::GateKernel expected = cuda::gate_cublas_pack_preferred(ordinal, 33)
+                                        ? cuda::GateKernel::CublasPack
+                                    : hopper ? cuda::GateKernel::Sm90
+                                             : cuda::GateKernel::Portable;
+  EXPECT_EQ(runner.last_twell_kernels().gate, expected);
   EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::PerTokenCta);
   if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
     runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
@@ -286,6 +291,24 @@ TEST(FfnDispatch, ChoosesTwellOnlyBelowTheBreakEven) {
   EXPECT_EQ(fallback.density, kConservativeTwellBreakEven);
   EXPECT_EQ(cuda::choose_ffn_path(0.9 * kConservativeTwellBreakEven, unmeasured, ordinal), FfnPath::Twell);
   EXPECT_EQ(cuda::choose_ffn_path(0.01, unmeasured, ordinal), FfnPath::Dense);
+  // At decode-sized M the gate outweighs what TwELL saves on the up/down weights: wherever anything
+  // was measured, the crossing there lies below the large-M one.
+  const cuda::FfnShape decode{64, 2048, 5632, 8, true};
+  EXPECT_LE(cuda::twell_break_even(decode, ordinal).density, measured.density);
+}
+
+TEST(FfnDispatch, CublasGateOnlyWhereItMeasuredFaster) {
+  // cuBLASLt's GEMM + the pack pass at the decode-sized token counts where it beat the fused gate on
+  // that GPU model (nearest measured token count, log scale); nowhere on a model never measured.
+  EXPECT_TRUE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 1));
+  EXPECT_TRUE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 64));
+  EXPECT_TRUE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 1024));
+  EXPECT_TRUE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 1400));  // nearer 1024 than 2048
+  EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 1500));
+  EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 2048));
+  EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 131072));
+  EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200 ", 64));
+  EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("", 64));
 }
 
 TEST(FfnDispatch, GateClusterSizeFollowsTheGpuModelAndTokenCount) {

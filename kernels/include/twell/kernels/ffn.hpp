@@ -30,11 +30,13 @@ struct FfnDeviceWeights {
 
 /// Which TwELL gate GEMM + pack kernel runs.
 enum class GateKernel {
-  Auto,      ///< Sm90 where available (see gate_kernel_sm90_available), else Portable
-  Portable,  ///< mma.sync + cp.async, sm_80 and newer
-  Sm90       ///< TMA + mbarrier ring + warp-specialised persistent CTAs + wgmma (sm_90a build, CC 9.0)
+  Auto,       ///< CublasPack where it measured faster (gate_cublas_pack_preferred), else Sm90 where
+              ///< available (see gate_kernel_sm90_available), else Portable
+  Portable,   ///< mma.sync + cp.async, sm_80 and newer
+  Sm90,       ///< TMA + mbarrier ring + warp-specialised persistent CTAs + wgmma (sm_90a build, CC 9.0)
+  CublasPack  ///< cuBLASLt's GEMM into a dense [M, N] workspace, then a ReLU + pack pass (any GPU)
 };
-const char* to_string(GateKernel kernel) noexcept;  ///< "auto", "portable", "sm90"
+const char* to_string(GateKernel kernel) noexcept;  ///< "auto", "portable", "sm90", "cublas_pack"
 
 /// True when the Hopper gate kernel can run on `device`: compute capability 9.0 and this binary
 /// carries sm_90a machine code (probed once per device).
@@ -126,5 +128,13 @@ FfnPath choose_ffn_path(double measured_density, const FfnShape& shape, int devi
 int sm90_gate_cluster_size_for(const std::string& gpu_name, int tokens);
 /// The same for `device`, its name read once.
 int sm90_gate_cluster_size(int device, int tokens);
+
+/// Whether Auto runs the gate as cuBLASLt's GEMM followed by the pack pass (GateKernel::CublasPack)
+/// for `tokens` on a GPU model: where bench_ffn measured it faster than the sm_90a fused kernel, at
+/// decode-sized token counts whose one row of 128-token tiles leaves most SMs idle. False on a model
+/// never measured.
+bool gate_cublas_pack_preferred_for(const std::string& gpu_name, int tokens);
+/// The same for `device`, its name read once.
+bool gate_cublas_pack_preferred(int device, int tokens);
 
 }  // namespace twell::cuda

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// TwELL's packing on its own: ReLU + pack of gate pre-activations that a dense GEMM already wrote
+// to global memory (the cuBLAS gate of GateKernel::CublasPack). Where the fused gate kernels cover
+// too few tiles to fill the GPU (decode-sized M), cuBLAS's GEMM plus this pass is the faster producer.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "twell/kernels/twell_gate_pack.hpp"
+
+namespace twell::cuda {
+
+struct PackDenseArgs {
+  const __nv_bfloat16* preactivations = nullptr;  ///< [rows, pitch] row-major, the first `neurons` used
+  int rows = 0;                                   ///< M >= 1
+  int neurons = 0;                                ///< N <= 65536; padded to 256 (padding never fires)
+  int pitch = 0;                                  ///< elements between rows, >= neurons
+  std::uint32_t compression = 8;                  ///< C in {8, 4, 2}
+  std::uint32_t* packed = nullptr;                ///< [rows, padded_neurons / C]
+  TwellOverflowState overflow;                    ///< zeroed by the caller; rows and tiles counted
+};
+
+/// A value is stored iff it is > 0, in ascending column order within its 256-column tile: the
+/// layout core's twell_pack writes for the same bf16 values. Every word of `packed` is written.
+/// Validates the arguments (throws twell::Error).
+void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream);
+
+}  // namespace twell::cuda

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The pack pass of GateKernel::CublasPack against core's twell_pack on the same bf16 values: every
+// word exact (ascending columns, count clamped, zeros past it), overflowing rows listed and tiles
+// counted, for every compression, ragged N, a row pitch wider than N, and unaligned rows.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_support.hpp"
+#include "twell/error.hpp"
+#include "twell/kernels/twell_pack_dense.hpp"
+#include "twell/numeric.hpp"
+#include "twell/twell_format.hpp"
+
+namespace twell::test {
+namespace {
+
+struct PackDenseCase {
+  int rows, neurons, pitch;
+  std::uint32_t compression;
+  double positive_fraction;
+  double heavy_row_fraction;  // rows where half the values are positive: they overflow every tile
+  int offset_elements;        // where the matrix starts in its buffer: 1 breaks the 16-byte alignment
+};
+
+std::string describe(const PackDenseCase& c) {
+  return "rows " + std::to_string(c.rows) + ", N " + std::to_string(c.neurons) + ", pitch " +
+         std::to_string(c.pitch) + ", C " + std::to_string(c.compression) + ", offset " +
+         std::to_string(c.offset_elements);
+}
+
+class TwellPackDense : public ::testing::TestWithParam<PackDenseCase> {};
+
+TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const PackDenseCase c = GetParam();
+  SCOPED_TRACE(describe(c));
+  std::mt19937 random(static_cast<unsigned>(c.rows * 131 + c.neurons));
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::normal_distribution<float> magnitude(0.0f, 2.0f);
+
+  // Values as bf16 bits in the padded layout, and the same values as floats for the reference.
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(c.offset_elements) + c.rows * c.pitch, 0);
+  std::vector<float> dense(static_cast<std::size_t>(c.rows) * c.neurons);
+  for (int r = 0; r < c.rows; ++r) {
+    const double fraction = uniform(random) < c.heavy_row_fraction ? 0.5 : c.positive_fraction;
+    for (int j = 0; j < c.pitch; ++j) {
+      float value = std::abs(magnitude(random)) + 1e-3f;
+      if (uniform(random) >= fraction) value = uniform(random) < 0.5f ? -value : 0.0f;
+      // Past N the row holds garbage the pass must ignore.
+      if (j >= c.neurons) value = 1.0f;
+      const std::uint16_t b = float_to_bf16_bits(value);
+      bits[c.offset_elements + static_cast<std::size_t>(r) * c.pitch + j] = b;
+      if (j < c.neurons) dense[static_cast<std::size_t>(r) * c.neurons + j] = bf16_bits_to_float(b);
+    }
+  }
+  const TwellPacked reference = twell_pack(dense.data(), static_cast<std::uint32_t>(c.rows),
+                                           static_cast<std::uint32_t>(c.neurons), c.compression);
+
+  cuda::DeviceBuffer<__nv_bfloat16> matrix(bits.size());
+  TWELL_CUDA_CHECK(cudaMemcpy(matrix.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  cuda::DeviceBuffer<std::uint32_t> packed(reference.words.size()), state(2 + c.rows), list(c.rows);
+  TWELL_CUDA_CHECK(cudaMemset(packed.data(), 0xab, packed.bytes()));  // poison: every word must be written
+  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
+  cuda::PackDenseArgs args;
+  args.preactivations = matrix.data() + c.offset_elements;
+  args.rows = c.rows;
+  args.neurons = c.neurons;
+  args.pitch = c.pitch;
+  args.compression = c.compression;
+  args.packed = packed.data();
+  args.overflow = {state.data(), state.data() + 2, list.data()};
+  cuda::launch_twell_pack_dense(args, nullptr);
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::vector<std::uint32_t> words(reference.words.size());
+  TWELL_CUDA_CHECK(cudaMemcpy(words.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(words, reference.words);
+  std::vector<std::uint32_t> counters(2 + c.rows);
+  TWELL_CUDA_CHECK(cudaMemcpy(counters.data(), state.data(), state.bytes(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(counters[1], reference.overflow_tiles);
+  ASSERT_EQ(counters[0], reference.overflow_rows.size());
+  std::vector<std::uint32_t> rows(counters[0]);
+  if (!rows.empty())
+    TWELL_CUDA_CHECK(cudaMemcpy(rows.data(), list.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, reference.overflow_rows);
+  for (int r = 0; r < c.rows; ++r)
+    EXPECT_EQ(counters[2 + r] != 0,
+              std::binary_search(reference.overflow_rows.begin(), reference.overflow_rows.end(),
+                                 static_cast<std::uint32_t>(r)))
+        << "row flag " << r;
+  if (c.heavy_row_fraction > 0) EXPECT_FALSE(reference.overflow_rows.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TwellPackDense,
+                         ::testing::Values(PackDenseCase{1, 256, 256, 8, 0.05, 0, 0},
+                                           PackDenseCase{64, 5632, 5632, 8, 0.02, 0.05, 0},
+                                           PackDenseCase{77, 5632, 5632, 4, 0.05, 0.05, 0},
+                                           PackDenseCase{33, 5632, 5632, 2, 0.3, 0.1, 0},
+                                           PackDenseCase{100, 172, 172, 8, 0.1, 0.05, 0},
+                                           PackDenseCase{100, 1000, 1008, 8, 0.05, 0.05, 0},
+                                           PackDenseCase{50, 768, 768, 4, 0.05, 0.1, 1},
+                                           PackDenseCase{9, 65536, 65536, 8, 0.01, 0.2, 0},
+                                           PackDenseCase{300, 2816, 2824, 2, 0.2, 0, 0}));
+
+TEST(TwellPackDenseArguments, AreValidatedBeforeAnythingRuns) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  cuda::DeviceBuffer<__nv_bfloat16> matrix(512);
+  cuda::DeviceBuffer<std::uint32_t> packed(64), state(4), list(2);
+  cuda::PackDenseArgs args;
+  args.preactivations = matrix.data();
+  args.rows = 2;
+  args.neurons = 256;
+  args.pitch = 256;
+  args.packed = packed.data();
+  args.overflow = {state.data(), state.data() + 2, list.data()};
+  cuda::PackDenseArgs bad = args;
+  bad.pitch = 255;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad = args;
+  bad.compression = 16;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad = args;
+  bad.neurons = 65537;
+  bad.pitch = 65537;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad = args;
+  bad.rows = 0;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad = args;
+  bad.packed = nullptr;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  cuda::launch_twell_pack_dense(args, nullptr);
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace twell::test

@@ -95,15 +95,34 @@ constexpr GateClusterPoint kGateClusterMeasured[] = {
 //   fused kernel's idle SMs once there are 16 rows of tiles). FFN paired against dense at 0.1 %:
 //   1.158 / 1.369 / 1.504 against 0.860 / 1.302 / 1.316 at M 64 / 512 / 1024; 1.626 against 1.698 at
 //   M 2048.
+// - H100 80GB HBM3, 2026-12-05 (h100-small-m-2026-12-05.json, run 3): cuBLAS + pack 25-29 against
+//   35-38 us at M 64-256, 51-54 against 59-61 at M 1024, 86-89 against 81-84 at M 2048. FFN paired
+//   against dense at 0.1 %: 1.238 / 1.216 / 1.204 / 1.429 against 1.119 / 1.097 / 1.131 / 1.270 at
+//   M 64 / 128 / 256 / 1024; at M 512 a tie (1.367 / 1.210 / 1.117 against 1.417 / 1.251 / 1.068 at
+//   0.1 / 0.25 / 0.5 %), given to cuBLAS so the boundary stays one token count.
 struct GateCublasPackPoint {
   const char* gpu_name;  // cudaDeviceProp::name, exactly
   int tokens;
   bool preferred;
 };
 constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
-    {"NVIDIA H200", 64, true},    {"NVIDIA H200", 128, true},   {"NVIDIA H200", 256, true},
-    {"NVIDIA H200", 512, true},   {"NVIDIA H200", 1024, true},  {"NVIDIA H200", 2048, false},
-    {"NVIDIA H200", 4096, false}, {"NVIDIA H200", 8192, false}, {"NVIDIA H200", 16384, false},
+    {"NVIDIA H200", 64, true},
+    {"NVIDIA H200", 128, true},
+    {"NVIDIA H200", 256, true},
+    {"NVIDIA H200", 512, true},
+    {"NVIDIA H200", 1024, true},
+    {"NVIDIA H200", 2048, false},
+    {"NVIDIA H200", 4096, false},
+    {"NVIDIA H200", 8192, false},
+    {"NVIDIA H200", 16384, false},
+    {"NVIDIA H100 80GB HBM3", 64, true},
+    {"NVIDIA H100 80GB HBM3", 128, true},
+    {"NVIDIA H100 80GB HBM3", 256, true},
+    {"NVIDIA H100 80GB HBM3", 512, true},
+    {"NVIDIA H100 80GB HBM3", 1024, true},
+    {"NVIDIA H100 80GB HBM3", 2048, false},
+    {"NVIDIA H100 80GB HBM3", 4096, false},
+    {"NVIDIA H100 80GB HBM3", 8192, false},
 };
 
 // The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token

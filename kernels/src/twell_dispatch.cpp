@@ -39,27 +39,33 @@ struct BreakEvenPoint {
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
 // h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %.
-// Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json): far below M 16384's
-// crossing, because the gate costs more than cuBLAS's GEMM there and the dense FFN is bound by reading
-// the weights. H200, with the gate Auto runs (cuBLASLt + pack up to M 1024, sm_90a above): 0.256 /
-// 0.255 / 0.326 / 0.805 / 0.769 / 0.982 / 1.095 / 1.191 % at M 64 / 128 / 256 / 512 / 1024 / 2048 /
-// 4096 / 8192. H100 (sm_90a gate): dense faster at M 64 at every density measured (from 0.1 %), 0.196 /
-// 0.603 / 0.977 % at M 256 / 1024 / 4096.
+// Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) crosses far below M
+// 16384: the gate costs more than cuBLAS's GEMM there and the dense FFN is bound by reading the
+// weights. With the gate Auto runs (cuBLASLt + pack up to M 1024, sm_90a above), lowest crossing of
+// Auto and the same kernels timed as a variant:
+// - H200, one run: 0.256 / 0.255 / 0.326 / 0.805 / 0.769 / 0.934 / 1.095 / 1.183 % at M 64 / 128 / 256
+//   / 512 / 1024 / 2048 / 4096 / 8192;
+// - H100, three runs (interleaved twice, blocked once): 0.437 / 0.335 / 0.316 / 0.865 / 0.653 / 0.800 /
+//   0.973 / 1.042 %. With the sm_90a gate at every M, dense had won at M 64 at every density measured.
 constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0025, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0025, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 256, 0.0032, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 512, 0.0080, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 1024, 0.0076, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 2048, 0.0098, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 2048, 0.0093, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 4096, 0.0109, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 8192, 0.0119, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 8192, 0.0118, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0019, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0060, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0043, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0033, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0031, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0086, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0065, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0080, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0097, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 8192, 0.0104, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0111, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0113, "bench_ffn, H100, 2026-12-05"},
 };

@@ -23,10 +23,11 @@ struct FfnRunner::Impl {
   explicit Impl(cudaStream_t s) : stream(s) {}
   cudaStream_t stream;
   DenseFfn dense;
-  DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
-  DeviceBuffer<__nv_bfloat16> gate_preactivations;      ///< [M, N]: GateKernel::CublasPack's GEMM output
-  DeviceBuffer<std::uint32_t> overflow_state;           ///< [2 + M]: row count, tile count, row flags
-  DeviceBuffer<std::uint32_t> overflow_rows;            ///< [M]: the overflowing rows
+  DeviceBuffer<std::uint32_t> packed;               ///< [M, N_padded / C]
+  DeviceBuffer<__nv_bfloat16> gate_preactivations;  ///< [M, N]: GateKernel::CublasPack's GEMM output
+  DeviceBuffer<float> up_down_partials;             ///< [splits, M, D]: the split consumer's partial outputs
+  DeviceBuffer<std::uint32_t> overflow_state;       ///< [2 + M]: row count, tile count, row flags
+  DeviceBuffer<std::uint32_t> overflow_rows;        ///< [M]: the overflowing rows
   DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
   PinnedBuffer<std::uint32_t> counters_host{2};
   Event counters_ready{false};
@@ -184,6 +185,16 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     consume.compression = compression;
     consume.highest_precision = options.highest_precision;
     consume.kernel = up_down;
+    if (up_down == UpDownKernel::PerTokenCta) {
+      int device = 0;
+      TWELL_CUDA_CHECK(cudaGetDevice(&device));
+      const int splits = up_down_cta_splits(tokens, padded, device);
+      if (splits > 1) {
+        impl.up_down_partials.ensure(static_cast<std::size_t>(splits) * rows * weights.hidden);
+        consume.split_partials = impl.up_down_partials.data();
+        consume.split_partials_capacity = impl.up_down_partials.size();
+      }
+    }
     launch_twell_up_down(consume, stream);
   }
 

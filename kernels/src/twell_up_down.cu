@@ -20,6 +20,7 @@
 // fp32 FMAs throughout.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "mma_sync.cuh"
@@ -62,6 +63,8 @@ struct UpDownParams {
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
+  int rows;
+  float* split_partials;  // [gridDim.y, rows, hidden] when a token's tiles are split over gridDim.y CTAs
 };
 
 // Folds four per-lane values across the lanes 16 and 8 apart, halving the values a lane holds at
@@ -174,6 +177,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
 
   const std::size_t row = blockIdx.x;
   if (p.row_flags != nullptr && p.row_flags[row] != 0u) return;  // recomputed densely afterwards
+  // This CTA's share of the token's tiles: all of them, or a contiguous range when split.
+  const int tile_begin = static_cast<int>(blockIdx.y * p.tiles / gridDim.y);
+  const int tile_end = static_cast<int>((blockIdx.y + 1) * p.tiles / gridDim.y);
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
   const bool active = t < p.chunks;
@@ -209,8 +215,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                : make_uint4(0, 0, 0, 0);
   };
 
-  for (int tile0 = 0; tile0 < p.tiles; tile0 += tiles_per_pass) {
-    const int pass_tiles = min(tiles_per_pass, p.tiles - tile0);
+  for (int tile0 = tile_begin; tile0 < tile_end; tile0 += tiles_per_pass) {
+    const int pass_tiles = min(tiles_per_pass, tile_end - tile0);
     const int pass_words = pass_tiles * slots;
     const std::uint32_t* source = p.packed + row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
     for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
@@ -331,7 +337,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
       }
       // The partial sums are rewritten by the next chunk; the staged words by the next pass.
-      if (chunk0 + kPhaseEntries < total || tile0 + tiles_per_pass < p.tiles) __syncthreads();
+      if (chunk0 + kPhaseEntries < total || tile0 + tiles_per_pass < tile_end) __syncthreads();
     }
   }
 
@@ -339,15 +345,42 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = acc_mma[i / 4][i % 4];
   }
-  if (active) {
+  if (!active) return;
+  if (gridDim.y == 1) {
     __stcs(reinterpret_cast<uint4*>(p.out + row * p.hidden + column), up_down::round_to_bf16x8(acc));
+  } else {
+    float4* partial = reinterpret_cast<float4*>(
+        p.split_partials + (static_cast<std::size_t>(blockIdx.y) * p.rows + row) * p.hidden + column);
+    partial[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    partial[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   }
 }
 
+// out = bf16(sum over the splits of the fp32 partial outputs), 8 elements per thread, in split order
+// so the result does not depend on scheduling; rows flagged for the dense recomputation are skipped.
+__global__ void sum_split_partials_kernel(const float* __restrict__ partials, const std::uint32_t* row_flags,
+                                          __nv_bfloat16* __restrict__ out, int rows, int hidden, int splits) {
+  const std::size_t item = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t chunks_per_row = static_cast<std::size_t>(hidden) / 8;
+  if (item >= static_cast<std::size_t>(rows) * chunks_per_row) return;
+  const std::size_t row = item / chunks_per_row;
+  if (row_flags != nullptr && row_flags[row] != 0u) return;
+  const std::size_t offset = item * 8;  // row * hidden + chunk * 8
+  const std::size_t split_stride = static_cast<std::size_t>(rows) * hidden;
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int split = 0; split < splits; ++split) {
+    const float4* source = reinterpret_cast<const float4*>(partials + split * split_stride + offset);
+    const float4 low = __ldcs(source), high = __ldcs(source + 1);
+    acc[0] += low.x, acc[1] += low.y, acc[2] += low.z, acc[3] += low.w;
+    acc[4] += high.x, acc[5] += high.y, acc[6] += high.z, acc[7] += high.w;
+  }
+  __stcs(reinterpret_cast<uint4*>(out + offset), up_down::round_to_bf16x8(acc));
+}
+
 template <int kMaxThreads>
-void launch_variant(const UpDownParams& params, bool gated, bool highest, int rows, int threads,
+void launch_variant(const UpDownParams& params, bool gated, bool highest, int rows, int splits, int threads,
                     cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(rows));
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
   if (gated && highest) {
     twell_up_down_kernel<true, true, kMaxThreads><<<grid, threads, 0, stream>>>(params);
   } else if (gated) {
@@ -382,6 +415,15 @@ bool up_down_per_token_warp_supported(int hidden) {
 // 5-18 % slower at M 16384 and at 1-5 %.
 UpDownKernel resolve_up_down_kernel(UpDownKernel requested, int /*hidden*/) {
   return requested == UpDownKernel::Auto ? UpDownKernel::PerTokenCta : requested;
+}
+
+int up_down_cta_splits(int rows, int padded_neurons, int device) {
+  constexpr int kMaxSplits = 8;
+  if (rows <= 0) return 1;
+  int multiprocessors = 0;
+  TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  const int wave = multiprocessors * kMinBlocks;
+  return std::max(1, std::min({wave / rows, padded_neurons / 256, kMaxSplits}));
 }
 
 void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
@@ -421,16 +463,32 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.slots_per_tile = 256 / static_cast<int>(args.compression);
   params.words_per_row = args.padded_neurons / static_cast<int>(args.compression);
   params.slot_shift = __builtin_ctz(static_cast<unsigned>(params.slots_per_tile));
+  params.rows = args.rows;
+
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  int splits = up_down_cta_splits(args.rows, args.padded_neurons, device);
+  const std::size_t partial_elements = static_cast<std::size_t>(splits) * args.rows * args.hidden;
+  if (args.split_partials == nullptr || args.split_partials_capacity < partial_elements) splits = 1;
+  params.split_partials = splits > 1 ? args.split_partials : nullptr;
 
   const int threads = (params.chunks + 31) / 32 * 32;
   if (threads <= 256) {
-    launch_variant<256>(params, gated, args.highest_precision, args.rows, threads, stream);
+    launch_variant<256>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
   } else if (threads <= 512) {
-    launch_variant<512>(params, gated, args.highest_precision, args.rows, threads, stream);
+    launch_variant<512>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
   } else {
-    launch_variant<1024>(params, gated, args.highest_precision, args.rows, threads, stream);
+    launch_variant<1024>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
   }
   TWELL_CUDA_CHECK_LAUNCH("twell_up_down_kernel (one CTA per token)");
+  if (splits > 1) {
+    constexpr int kSumThreads = 256;
+    const std::size_t items = static_cast<std::size_t>(args.rows) * (args.hidden / 8);
+    sum_split_partials_kernel<<<static_cast<unsigned>((items + kSumThreads - 1) / kSumThreads), kSumThreads,
+                                0, stream>>>(args.split_partials, args.row_flags, args.out, args.rows,
+                                             args.hidden, splits);
+    TWELL_CUDA_CHECK_LAUNCH("sum_split_partials_kernel");
+  }
 }
 
 }  // namespace twell::cuda

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace twell::cuda {
@@ -33,7 +34,17 @@ struct UpDownArgs {
   std::uint32_t compression = 8;
   bool highest_precision = false;  ///< fp32 products and h instead of bf16 (TWELL_SPEC §2.5)
   UpDownKernel kernel = UpDownKernel::Auto;
+  /// PerTokenCta at token counts too small to fill the GPU: each token's tiles are spread over
+  /// up_down_cta_splits CTAs whose fp32 partial outputs land here, [splits, rows, hidden], and are
+  /// summed by a second pass. Null (or too small): one CTA per token.
+  float* split_partials = nullptr;
+  std::size_t split_partials_capacity = 0;  ///< fp32 elements
 };
+
+/// How many CTAs the CTA-per-token consumer gives each token for `rows` tokens on `device`: as many
+/// as keep one wave of resident CTAs (4 per SM) busy, at most one per 256-neuron tile and 8; 1 once
+/// the tokens alone fill a wave.
+int up_down_cta_splits(int rows, int padded_neurons, int device);
 
 /// True when the one-warp-per-token consumer handles this hidden size (its registers hold D / 32
 /// elements of x and D / 32 accumulators per lane).

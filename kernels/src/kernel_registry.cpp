@@ -35,6 +35,10 @@ std::vector<KernelVariant> kernel_variants() {
        "fused gated consumer, one CTA per token: x and outputs in registers, 8 non-zeros per block "
        "reduction, bf16 products with fp32 sums (or all-fp32 highest precision); non-gated T2D variant; "
        "any hidden size (the default consumer)"},
+      {"sum_split_partials_kernel", kOurs, "twell", "up_down", "any",
+       "when the CTA-per-token consumer spreads a token's tiles over several CTAs (token counts that "
+       "leave most of a wave of resident CTAs idle): their fp32 partial outputs summed in split order "
+       "and rounded to bf16"},
       {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "
        "(cp.async); ballot-compacted entry list, 2 non-zeros in flight, shuffle reductions; hidden <= 2048"},

@@ -417,13 +417,18 @@ UpDownKernel resolve_up_down_kernel(UpDownKernel requested, int /*hidden*/) {
   return requested == UpDownKernel::Auto ? UpDownKernel::PerTokenCta : requested;
 }
 
+// On H100 (h100-small-m-2026-12-05.json, run 5: the same binary without the split before and after):
+// 8 splits at M 64 took up/down from 26 / 38 / 56 to 21 / 25 / 31 us at 0.5 / 1 / 2 %, and 4 at M 128
+// from 29 / 40 / 52 to 26 / 32 / 37; 2 at M 256 gained nothing and cost 2.5 us at 0.1 % (the second
+// pass), so a token is split only where that at least quadruples the CTAs.
 int up_down_cta_splits(int rows, int padded_neurons, int device) {
-  constexpr int kMaxSplits = 8;
+  constexpr int kMinSplits = 4, kMaxSplits = 8;
   if (rows <= 0) return 1;
   int multiprocessors = 0;
   TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   const int wave = multiprocessors * kMinBlocks;
-  return std::max(1, std::min({wave / rows, padded_neurons / 256, kMaxSplits}));
+  const int splits = std::min({wave / rows, padded_neurons / 256, kMaxSplits});
+  return splits >= kMinSplits ? splits : 1;
 }
 
 void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {

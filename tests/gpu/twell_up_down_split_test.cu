@@ -27,9 +27,12 @@ TEST(TwellUpDownSplit, SplitCountFillsOneWaveOfResidentCtas) {
   TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   const int wave = 4 * multiprocessors;
   EXPECT_EQ(cuda::up_down_cta_splits(wave, 5632, device), 1);
-  EXPECT_EQ(cuda::up_down_cta_splits(wave / 2, 5632, device), 2);
-  EXPECT_EQ(cuda::up_down_cta_splits(1, 5632, device), std::min(8, wave));
-  EXPECT_EQ(cuda::up_down_cta_splits(1, 512, device), std::min(2, wave));  // one CTA per tile at most
+  EXPECT_EQ(cuda::up_down_cta_splits(wave / 2, 5632, device), 1);  // 2 CTAs a token: not worth a second pass
+  EXPECT_EQ(cuda::up_down_cta_splits(wave / 4, 5632, device), 4);
+  EXPECT_EQ(cuda::up_down_cta_splits(wave / 5, 5632, device), 5);
+  EXPECT_EQ(cuda::up_down_cta_splits(1, 5632, device), 8);
+  EXPECT_EQ(cuda::up_down_cta_splits(1, 1024, device), 4);  // one CTA per 256-neuron tile at most
+  EXPECT_EQ(cuda::up_down_cta_splits(1, 768, device), 1);
   EXPECT_EQ(cuda::up_down_cta_splits(1 << 20, 5632, device), 1);
 }
 
@@ -38,8 +41,11 @@ class TwellUpDownSplit : public ::testing::TestWithParam<bool> {};  // highest p
 TEST_P(TwellUpDownSplit, MatchesOneCtaPerTokenAndSkipsFlaggedRows) {
   TWELL_REQUIRE_CUDA_DEVICE();
   const bool highest = GetParam();
+  int device = 0, multiprocessors = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   ControlledFfnOptions options;
-  options.tokens = 37;
+  options.tokens = static_cast<std::size_t>(std::min(37, multiprocessors));  // at least 4 CTAs a token
   options.hidden = 2048;
   options.intermediate = 5632;
   options.density = 0.02;
@@ -71,8 +77,6 @@ TEST_P(TwellUpDownSplit, MatchesOneCtaPerTokenAndSkipsFlaggedRows) {
   ASSERT_GT(flagged, 0);
   ASSERT_LT(flagged, rows);
 
-  int device = 0;
-  TWELL_CUDA_CHECK(cudaGetDevice(&device));
   const int splits = cuda::up_down_cta_splits(rows, padded, device);
   ASSERT_GT(splits, 1);
   cuda::DeviceBuffer<float> partials(static_cast<std::size_t>(splits) * rows * hidden);

@@ -42,8 +42,8 @@ struct UpDownArgs {
 };
 
 /// How many CTAs the CTA-per-token consumer gives each token for `rows` tokens on `device`: as many
-/// as keep one wave of resident CTAs (4 per SM) busy, at most one per 256-neuron tile and 8; 1 once
-/// the tokens alone fill a wave.
+/// as keep one wave of resident CTAs (4 per SM) busy, at most one per 256-neuron tile and 8; 1 where
+/// that would be fewer than 4 (the tokens alone fill a quarter of the wave).
 int up_down_cta_splits(int rows, int padded_neurons, int device);
 
 /// True when the one-warp-per-token consumer handles this hidden size (its registers hold D / 32

@@ -47,8 +47,9 @@ struct BreakEvenPoint {
 //   / 512 / 1024 / 2048 / 4096 / 8192;
 // - H100, three runs (interleaved twice, blocked once): 0.437 / 0.335 / 0.316 / 0.865 / 0.653 / 0.800 /
 //   0.973 / 1.042 %. With the sm_90a gate at every M, dense had won at M 64 at every density measured.
-//   With the up/down consumer split over 8 / 4 CTAs a token at M 64 / 128 (three more runs): 1.028,
-//   0.924, 0.970 % at M 64 and 0.476, 0.514, 0.482 % at M 128. The H200 rows predate the split.
+//   With the up/down consumer split over 8 / 4 CTAs a token at M 64 / 128 (four more runs): 1.028,
+//   0.924, 0.970, 1.000 % at M 64 and 0.476, 0.514, 0.482, 0.456 % at M 128; the last run also put M 512
+//   at 0.845 %. The H200 rows predate the split.
 constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0025, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0025, "bench_ffn, H200, 2026-12-05"},
@@ -61,9 +62,9 @@ constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0092, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0047, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0045, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0031, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0086, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0084, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0065, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0080, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0097, "bench_ffn, H100, 2026-12-05"},

@@ -39,34 +39,35 @@ struct BreakEvenPoint {
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
 // h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %.
-// Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) crosses far below M
-// 16384: the gate costs more than cuBLAS's GEMM there and the dense FFN is bound by reading the
-// weights. With the gate Auto runs (cuBLASLt + pack up to M 1024, sm_90a above), lowest crossing of
-// Auto and the same kernels timed as a variant:
-// - H200, one run: 0.256 / 0.255 / 0.326 / 0.805 / 0.769 / 0.934 / 1.095 / 1.183 % at M 64 / 128 / 256
-//   / 512 / 1024 / 2048 / 4096 / 8192;
-// - H100, three runs (interleaved twice, blocked once): 0.437 / 0.335 / 0.316 / 0.865 / 0.653 / 0.800 /
-//   0.973 / 1.042 %. With the sm_90a gate at every M, dense had won at M 64 at every density measured.
-//   With the up/down consumer split over 8 / 4 CTAs a token at M 64 / 128 (four more runs): 1.028,
-//   0.924, 0.970, 1.000 % at M 64 and 0.476, 0.514, 0.482, 0.456 % at M 128; the last run also put M 512
-//   at 0.845 %. The H200 rows predate the split.
+// Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) with uniform activations
+// (bench_ffn) crosses below M 16384 but above zero. With the gate Auto runs (cuBLASLt + pack up to M
+// 1024, sm_90a above), lowest crossing of every run and timing slot:
+// - H200, one run before the split consumer: 0.256 / 0.255 / 0.326 / 0.805 / 0.769 / 0.934 / 1.095 /
+//   1.183 % at M 64 / 128 / 256 / 512 / 1024 / 2048 / 4096 / 8192;
+// - H100, final kernels: 0.924 / 0.456 / 0.316 / 0.845 / 0.653 / 0.800 / 0.973 / 1.042 %.
+// End to end the picture is worse: on the SparseLM-0.5B-shaped synthetic checkpoint (layers at 0.23-
+// 0.63 %, heavy-tailed tokens; h100-e2e-decode-2026-12-05.json) the all-TwELL forward ran 0.60-0.86x
+// dense at M 64-2048 on the H100, and the forward following the uniform rows 0.62-0.88x. Below
+// M 16384 a few heavy tokens are the consumer's critical path, and uniform inputs never have them.
+// So up to M 2048 both cards run dense at every density (rows of 0); from M 4096, where the all-TwELL
+// forward won (1.04x at 4096, 1.22x at 8192, 1.27x at 16384), the uniform rows stand.
 constexpr BreakEvenPoint kMeasured[] = {
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0025, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0025, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 256, 0.0032, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 512, 0.0080, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 1024, 0.0076, "bench_ffn, H200, 2026-12-05"},
-    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 2048, 0.0093, "bench_ffn, H200, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 256, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 512, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 1024, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
+    {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 2048, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 4096, 0.0109, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 8192, 0.0118, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0092, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0045, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0031, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0084, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0065, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0080, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0, "bench_end_to_end, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0097, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 8192, 0.0104, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0111, "bench_ffn, H100, 2026-12-05"},

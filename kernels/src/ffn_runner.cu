@@ -23,11 +23,12 @@ struct FfnRunner::Impl {
   explicit Impl(cudaStream_t s) : stream(s) {}
   cudaStream_t stream;
   DenseFfn dense;
-  DeviceBuffer<std::uint32_t> packed;               ///< [M, N_padded / C]
-  DeviceBuffer<__nv_bfloat16> gate_preactivations;  ///< [M, N]: GateKernel::CublasPack's GEMM output
-  DeviceBuffer<float> up_down_partials;             ///< [splits, M, D]: the split consumer's partial outputs
-  DeviceBuffer<std::uint32_t> overflow_state;       ///< [2 + M]: row count, tile count, row flags
-  DeviceBuffer<std::uint32_t> overflow_rows;        ///< [M]: the overflowing rows
+  DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
+  DeviceBuffer<__nv_bfloat16> gate_preactivations;      ///< [M, N]: GateKernel::CublasPack's GEMM output
+  DeviceBuffer<std::uint32_t> balance_plan;             ///< the consumer's pieces balanced by non-zeros
+  DeviceBuffer<float> balance_partials;                 ///< [slots, D]: split tokens' partial outputs
+  DeviceBuffer<std::uint32_t> overflow_state;           ///< [2 + M]: row count, tile count, row flags
+  DeviceBuffer<std::uint32_t> overflow_rows;            ///< [M]: the overflowing rows
   DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
   PinnedBuffer<std::uint32_t> counters_host{2};
   Event counters_ready{false};
@@ -185,14 +186,17 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     consume.compression = compression;
     consume.highest_precision = options.highest_precision;
     consume.kernel = up_down;
-    if (up_down == UpDownKernel::PerTokenCta) {
+    if (up_down == UpDownKernel::BalancedCta) {
       int device = 0;
       TWELL_CUDA_CHECK(cudaGetDevice(&device));
-      const int splits = up_down_cta_splits(tokens, padded, device);
-      if (splits > 1) {
-        impl.up_down_partials.ensure(static_cast<std::size_t>(splits) * rows * weights.hidden);
-        consume.split_partials = impl.up_down_partials.data();
-        consume.split_partials_capacity = impl.up_down_partials.size();
+      const UpDownBalanceSizes balance = up_down_balance_sizes(tokens, weights.hidden, device);
+      if (balance.extra_pieces > 0) {
+        impl.balance_plan.ensure(balance.plan_words);
+        impl.balance_partials.ensure(balance.partial_elements);
+        consume.balance_plan = impl.balance_plan.data();
+        consume.balance_plan_words = impl.balance_plan.size();
+        consume.balance_partials = impl.balance_partials.data();
+        consume.balance_partial_elements = impl.balance_partials.size();
       }
     }
     launch_twell_up_down(consume, stream);

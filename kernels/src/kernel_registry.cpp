@@ -32,13 +32,16 @@ std::vector<KernelVariant> kernel_variants() {
        "after the sm_90a gate: the flagged overflowing rows compacted into the count and row list the "
        "dense recomputation consumes"},
       {"twell_up_down_kernel", kOurs, "twell", "up_down", "sm_80+",
-       "fused gated consumer, one CTA per token: x and outputs in registers, 8 non-zeros per block "
-       "reduction, bf16 products with fp32 sums (or all-fp32 highest precision); non-gated T2D variant; "
-       "any hidden size (the default consumer)"},
-      {"sum_split_partials_kernel", kOurs, "twell", "up_down", "any",
-       "when the CTA-per-token consumer spreads a token's tiles over several CTAs (token counts that "
-       "leave most of a wave of resident CTAs idle): their fp32 partial outputs summed in split order "
-       "and rounded to bf16"},
+       "fused gated consumer, one CTA per token or per planned piece of one: x and outputs in registers, "
+       "bf16 products with fp32 sums on the tensor cores (or all-fp32 highest precision); a split token's "
+       "last piece to finish sums the pieces' fp32 partials in piece order; non-gated T2D variant; any "
+       "hidden size (the default consumer)"},
+      {"count_row_entries_kernel", kOurs, "twell", "up_down", "sm_80+",
+       "before the balanced consumer (token counts where few tokens share each resident CTA slot): every "
+       "token's non-zeros, one warp each, and their total"},
+      {"plan_pieces_kernel", kOurs, "twell", "up_down", "any",
+       "every token cut into pieces of contiguous tiles of about equal non-zeros (as core's "
+       "twell_plan_balanced_pieces), one thread a token, space for the extra pieces claimed once a warp"},
       {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "
        "(cp.async); ballot-compacted entry list, 2 non-zeros in flight, shuffle reductions; hidden <= 2048"},

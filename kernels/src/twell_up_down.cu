@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The fused TwELL consumer. One CTA per token; thread t owns the 8 contiguous elements [8t, 8t+8)
-// of D, so the x row and the output accumulators live in registers (4 and 8 per thread) and every
-// weight access is a coalesced 16-byte load. The packed row is read once and compacted across tiles
-// in shared memory. Then, per chunk of up to 64 non-zeros, two phases: every up dot product first
-// (4 up rows in flight per step, each warp's partial sums to shared memory, warps at their own
-// pace), one barrier, each entry's warp partials added once, a barrier, then every down
-// accumulation (4 down rows in flight per step). The hidden activation never leaves the CTA.
-// Adding the partials once instead of in every warp took up/down from 4.55 to 4.08 ms at M 131072,
-// 0.5 % (8.04 -> 7.08 at 1 %, 15.2-15.4 -> 13.5 at 2 %) on H200, alternated
-// (h200-gate-lane-placing-consumer-2026-12-05.json).
+// The fused TwELL consumer. One CTA per token, or where few tokens share each resident CTA slot, one
+// per piece of a token balanced by non-zeros (twell_up_down_balance.cuh). Thread t owns the 8
+// contiguous elements [8t, 8t+8) of D, so the x row and the output accumulators live in registers (4 and 8
+// per thread) and every weight access is a coalesced 16-byte load. The packed row is read once and compacted
+// across tiles in shared memory. Then, per chunk of up to 64 non-zeros, two phases: every up dot product
+// first (4 up rows in flight per step, each warp's partial sums to shared memory, warps at their own pace),
+// one barrier, each entry's warp partials added once, a barrier, then every down accumulation (4 down rows in
+// flight per step). The hidden activation never leaves the CTA. Adding the partials once instead of in every
+// warp took up/down from 4.55 to 4.08 ms at M 131072, 0.5 % (8.04 -> 7.08 at 1 %, 15.2-15.4 -> 13.5 at 2 %)
+// on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
@@ -27,6 +27,7 @@
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
+#include "twell_up_down_balance.cuh"
 #include "twell_up_down_math.cuh"
 
 namespace twell::cuda {
@@ -45,7 +46,7 @@ using up_down::load_weight;
 constexpr int kUpStep = 4;
 constexpr int kDownStep = 4;
 constexpr int kPhaseEntries = 64;  // non-zeros per chunk (bounds the partial sums in shared memory)
-constexpr int kMinBlocks = 4;
+constexpr int kMinBlocks = up_down::kResidentConsumerCtasPerSm;
 constexpr std::uint32_t kOnes = 0x3f803f80u;  // two bf16 1.0, one 32-bit MMA operand register
 constexpr int kChunkWords = 1024;             // packed words staged per pass (32 tiles at C = 8)
 constexpr int kPad =
@@ -64,7 +65,12 @@ struct UpDownParams {
   int tiles, slots_per_tile, words_per_row;
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
   int rows;
-  float* split_partials;  // [gridDim.y, rows, hidden] when a token's tiles are split over gridDim.y CTAs
+  // Balanced by non-zeros (twell_up_down_balance.cuh): the plan, the split tokens' partial outputs
+  // [slots, hidden], and the number of CTAs before the tokens' first pieces. Null plan: one CTA a token.
+  const std::uint32_t* plan;
+  std::uint32_t* row_done;  // the plan's per-token count of finished pieces
+  float* partials;
+  int extra;
 };
 
 // Folds four per-lane values across the lanes 16 and 8 apart, halving the values a lane holds at
@@ -174,18 +180,56 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   __shared__ std::uint32_t tile_offset[32];
   __shared__ std::uint32_t entry_total;
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
-
-  const std::size_t row = blockIdx.x;
-  if (p.row_flags != nullptr && p.row_flags[row] != 0u) return;  // recomputed densely afterwards
-  // This CTA's share of the token's tiles: all of them, or a contiguous range when split.
-  const int tile_begin = static_cast<int>(blockIdx.y * p.tiles / gridDim.y);
-  const int tile_end = static_cast<int>((blockIdx.y + 1) * p.tiles / gridDim.y);
+  // Set once, read where used: the token held in a register through the loops made ptxas spill the
+  // gated default-precision kernel (blockIdx.x, the token before balancing, costs no register).
+  __shared__ unsigned long long token_row;
+  __shared__ int piece_tiles[2];
+  // Split tokens: the token's first partial-output slot, this CTA's piece, the token's pieces (1: the
+  // whole token is this CTA's, its output written directly).
+  __shared__ unsigned first_slot, piece_index, piece_count;
+  __shared__ bool sums_token;
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
+  const int slots = p.slots_per_tile;
+  const std::uint32_t capacity = static_cast<std::uint32_t>(slots - 1);
+
+  // This CTA's token and piece of it: the extra pieces' CTAs come first, then one per token.
+  std::size_t row = blockIdx.x;
+  int piece = 0, pieces = 1;
+  up_down::BalancePlanView plan{};
+  if (p.plan != nullptr) {
+    plan = up_down::balance_plan_view(const_cast<std::uint32_t*>(p.plan), p.rows);
+    if (blockIdx.x < static_cast<unsigned>(p.extra)) {
+      if (blockIdx.x >= plan.header[3]) return;  // fewer extra pieces were planned
+      const std::uint32_t item = plan.extra_items[blockIdx.x];
+      row = item >> up_down::kPieceBits;
+      piece = static_cast<int>(item & up_down::kPieceMask);
+    } else {
+      row = blockIdx.x - p.extra;
+    }
+    pieces = static_cast<int>(plan.row_pieces[row]);
+  }
+  if (p.row_flags != nullptr && p.row_flags[row] != 0u) return;  // recomputed densely afterwards
+  if (warp == 0) {
+    up_down::TileRange range{0, p.tiles};
+    if (pieces > 1)
+      range = up_down::piece_tile_range(p.packed + row * p.words_per_row, p.tiles, slots, capacity,
+                                        plan.row_entries[row], piece, pieces, lane);
+    if (lane == 0) {
+      token_row = row;
+      piece_tiles[0] = range.begin, piece_tiles[1] = range.end;
+      piece_count = static_cast<unsigned>(pieces);
+      piece_index = static_cast<unsigned>(piece);
+      first_slot = pieces > 1 ? plan.row_slot[row] : 0u;
+    }
+  }
+  __syncthreads();
+  const int tile_begin = piece_tiles[0], tile_end = piece_tiles[1];
+
   const bool active = t < p.chunks;
   const unsigned column = static_cast<unsigned>(t) * 8u;
 
-  const __nv_bfloat16* x_row = kGated ? p.x + row * p.hidden + column : nullptr;
+  const __nv_bfloat16* x_row = kGated ? p.x + token_row * p.hidden + column : nullptr;
   // Output accumulators: 8 fp32 in highest precision; in default precision the tensor-core
   // fragments of accumulate_four_bf16.
   float acc[8];
@@ -194,8 +238,6 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   for (int i = 0; i < 8; ++i) acc[i] = 0.0f, acc_mma[i / 4][i % 4] = 0.0f;
   const OwnLaneSelectors own_lane = own_lane_selectors(lane);
 
-  const int slots = p.slots_per_tile;
-  const std::uint32_t capacity = static_cast<std::uint32_t>(slots - 1);
   const int tiles_per_pass = kChunkWords / slots;
 
   // Row j of an [N, D] matrix for the entry word j (its low 16 bits), zero where `live` is false.
@@ -218,7 +260,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   for (int tile0 = tile_begin; tile0 < tile_end; tile0 += tiles_per_pass) {
     const int pass_tiles = min(tiles_per_pass, tile_end - tile0);
     const int pass_words = pass_tiles * slots;
-    const std::uint32_t* source = p.packed + row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
+    const std::uint32_t* source =
+        p.packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
     for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
     __syncthreads();
 
@@ -345,42 +388,43 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = acc_mma[i / 4][i % 4];
   }
-  if (!active) return;
-  if (gridDim.y == 1) {
-    __stcs(reinterpret_cast<uint4*>(p.out + row * p.hidden + column), up_down::round_to_bf16x8(acc));
-  } else {
-    float4* partial = reinterpret_cast<float4*>(
-        p.split_partials + (static_cast<std::size_t>(blockIdx.y) * p.rows + row) * p.hidden + column);
+  __nv_bfloat16* const out_row = p.out + token_row * p.hidden + column;
+  const unsigned pieces_of_token = piece_count;
+  if (pieces_of_token == 1) {
+    if (active) __stcs(reinterpret_cast<uint4*>(out_row), up_down::round_to_bf16x8(acc));
+    return;
+  }
+  // A piece of a split token: its fp32 partial, then the last of the token's pieces to finish adds
+  // every piece's partial in piece order (the same sums whichever CTA finishes last).
+  float* const token_partials = p.partials + static_cast<std::size_t>(first_slot) * p.hidden + column;
+  if (active) {
+    float4* partial =
+        reinterpret_cast<float4*>(token_partials + static_cast<std::size_t>(piece_index) * p.hidden);
     partial[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     partial[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   }
-}
-
-// out = bf16(sum over the splits of the fp32 partial outputs), 8 elements per thread, in split order
-// so the result does not depend on scheduling; rows flagged for the dense recomputation are skipped.
-__global__ void sum_split_partials_kernel(const float* __restrict__ partials, const std::uint32_t* row_flags,
-                                          __nv_bfloat16* __restrict__ out, int rows, int hidden, int splits) {
-  const std::size_t item = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::size_t chunks_per_row = static_cast<std::size_t>(hidden) / 8;
-  if (item >= static_cast<std::size_t>(rows) * chunks_per_row) return;
-  const std::size_t row = item / chunks_per_row;
-  if (row_flags != nullptr && row_flags[row] != 0u) return;
-  const std::size_t offset = item * 8;  // row * hidden + chunk * 8
-  const std::size_t split_stride = static_cast<std::size_t>(rows) * hidden;
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  for (int split = 0; split < splits; ++split) {
-    const float4* source = reinterpret_cast<const float4*>(partials + split * split_stride + offset);
-    const float4 low = __ldcs(source), high = __ldcs(source + 1);
+  __threadfence();
+  __syncthreads();
+  if (t == 0) sums_token = atomicAdd(&p.row_done[token_row], 1u) == pieces_of_token - 1;
+  __syncthreads();
+  if (!sums_token || !active) return;
+  __threadfence();
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+  for (unsigned part = 0; part < pieces_of_token; ++part) {
+    const float4* source =
+        reinterpret_cast<const float4*>(token_partials + static_cast<std::size_t>(part) * p.hidden);
+    const float4 low = __ldcg(source), high = __ldcg(source + 1);
     acc[0] += low.x, acc[1] += low.y, acc[2] += low.z, acc[3] += low.w;
     acc[4] += high.x, acc[5] += high.y, acc[6] += high.z, acc[7] += high.w;
   }
-  __stcs(reinterpret_cast<uint4*>(out + offset), up_down::round_to_bf16x8(acc));
+  __stcs(reinterpret_cast<uint4*>(out_row), up_down::round_to_bf16x8(acc));
 }
 
 template <int kMaxThreads>
-void launch_variant(const UpDownParams& params, bool gated, bool highest, int rows, int splits, int threads,
+void launch_variant(const UpDownParams& params, bool gated, bool highest, int ctas, int threads,
                     cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(ctas));
   if (gated && highest) {
     twell_up_down_kernel<true, true, kMaxThreads><<<grid, threads, 0, stream>>>(params);
   } else if (gated) {
@@ -400,6 +444,8 @@ const char* to_string(UpDownKernel kernel) noexcept {
       return "auto";
     case UpDownKernel::PerTokenCta:
       return "per_token_cta";
+    case UpDownKernel::BalancedCta:
+      return "balanced_cta";
     case UpDownKernel::PerTokenWarp:
       return "per_token_warp";
   }
@@ -414,21 +460,7 @@ bool up_down_per_token_warp_supported(int hidden) {
 // the warp-per-token kernel measured within noise of it at M 131072 and 0.25-0.5 % density and
 // 5-18 % slower at M 16384 and at 1-5 %.
 UpDownKernel resolve_up_down_kernel(UpDownKernel requested, int /*hidden*/) {
-  return requested == UpDownKernel::Auto ? UpDownKernel::PerTokenCta : requested;
-}
-
-// On H100 (h100-small-m-2026-12-05.json, run 5: the same binary without the split before and after):
-// 8 splits at M 64 took up/down from 26 / 38 / 56 to 21 / 25 / 31 us at 0.5 / 1 / 2 %, and 4 at M 128
-// from 29 / 40 / 52 to 26 / 32 / 37; 2 at M 256 gained nothing and cost 2.5 us at 0.1 % (the second
-// pass), so a token is split only where that at least quadruples the CTAs.
-int up_down_cta_splits(int rows, int padded_neurons, int device) {
-  constexpr int kMinSplits = 4, kMaxSplits = 8;
-  if (rows <= 0) return 1;
-  int multiprocessors = 0;
-  TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  const int wave = multiprocessors * kMinBlocks;
-  const int splits = std::min({wave / rows, padded_neurons / 256, kMaxSplits});
-  return splits >= kMinSplits ? splits : 1;
+  return requested == UpDownKernel::Auto ? UpDownKernel::BalancedCta : requested;
 }
 
 void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
@@ -472,28 +504,39 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
 
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
-  int splits = up_down_cta_splits(args.rows, args.padded_neurons, device);
-  const std::size_t partial_elements = static_cast<std::size_t>(splits) * args.rows * args.hidden;
-  if (args.split_partials == nullptr || args.split_partials_capacity < partial_elements) splits = 1;
-  params.split_partials = splits > 1 ? args.split_partials : nullptr;
+  const UpDownBalanceSizes balance = up_down_balance_sizes(args.rows, args.hidden, device);
+  const bool balanced = kernel == UpDownKernel::BalancedCta && balance.extra_pieces > 0 &&
+                        args.balance_plan != nullptr && args.balance_plan_words >= balance.plan_words &&
+                        args.balance_partials != nullptr &&
+                        args.balance_partial_elements >= balance.partial_elements;
+  if (balanced) {
+    params.plan = args.balance_plan;
+    params.row_done = up_down::balance_plan_view(args.balance_plan, args.rows).row_done;
+    params.partials = args.balance_partials;
+    params.extra = balance.extra_pieces;
+    up_down::BalanceParams plan;
+    plan.packed = args.packed;
+    plan.row_flags = args.row_flags;
+    plan.plan = args.balance_plan;
+    plan.rows = args.rows;
+    plan.tiles = params.tiles;
+    plan.slots = params.slots_per_tile;
+    plan.words_per_row = params.words_per_row;
+    plan.extra = balance.extra_pieces;
+    plan.capacity = static_cast<std::uint32_t>(params.slots_per_tile - 1);
+    up_down::launch_plan_balanced_pieces(plan, stream);
+  }
 
+  const int ctas = args.rows + params.extra;
   const int threads = (params.chunks + 31) / 32 * 32;
   if (threads <= 256) {
-    launch_variant<256>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
+    launch_variant<256>(params, gated, args.highest_precision, ctas, threads, stream);
   } else if (threads <= 512) {
-    launch_variant<512>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
+    launch_variant<512>(params, gated, args.highest_precision, ctas, threads, stream);
   } else {
-    launch_variant<1024>(params, gated, args.highest_precision, args.rows, splits, threads, stream);
+    launch_variant<1024>(params, gated, args.highest_precision, ctas, threads, stream);
   }
-  TWELL_CUDA_CHECK_LAUNCH("twell_up_down_kernel (one CTA per token)");
-  if (splits > 1) {
-    constexpr int kSumThreads = 256;
-    const std::size_t items = static_cast<std::size_t>(args.rows) * (args.hidden / 8);
-    sum_split_partials_kernel<<<static_cast<unsigned>((items + kSumThreads - 1) / kSumThreads), kSumThreads,
-                                0, stream>>>(args.split_partials, args.row_flags, args.out, args.rows,
-                                             args.hidden, splits);
-    TWELL_CUDA_CHECK_LAUNCH("sum_split_partials_kernel");
-  }
+  TWELL_CUDA_CHECK_LAUNCH("twell_up_down_kernel (CTAs per token or per balanced piece)");
 }
 
 }  // namespace twell::cuda

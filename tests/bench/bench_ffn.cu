@@ -53,6 +53,7 @@ struct Settings {
   bool highest_precision = false;
   int warmup = 5, repetitions = 25;
   int check_rows = 128;
+  double heavy_row_fraction = 0, heavy_row_density = 0.06;
   std::string output, order = "interleaved";
   // TwELL kernel combinations timed besides Auto ("gate/up_down"); empty: every one this device runs.
   std::vector<std::string> variants;
@@ -72,10 +73,16 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--repetitions", s.repetitions)->check(CLI::PositiveNumber);
   app.add_option("--check-rows", s.check_rows, "rows checked against the CPU reference")
       ->check(CLI::PositiveNumber);
+  app.add_option("--heavy-row-fraction", s.heavy_row_fraction,
+                 "fraction of tokens that fire at --heavy-row-density (at the first density; the heavy "
+                 "tokens stay proportionally heavier at the others), as real checkpoints' few dense tokens")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--heavy-row-density", s.heavy_row_density, "the heavy tokens' density (fraction)")
+      ->check(CLI::Range(0.0001, 0.5));
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, s.order);
   app.add_option("--variants", s.variants,
-                 "TwELL kernel pairs timed besides Auto: {portable,sm90,cublas_pack}/{cta,warp} "
+                 "TwELL kernel pairs timed besides Auto: {portable,sm90,cublas_pack}/{cta,balanced,warp} "
                  "(default: all that run here)")
       ->delimiter(',');
 }
@@ -205,6 +212,8 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
     throw twell::Error(twell::Error::Kind::InvalidInput, "--variants: unknown gate kernel '" + gate + "'");
   if (consumer == "cta")
     kernels.up_down = twell::cuda::UpDownKernel::PerTokenCta;
+  else if (consumer == "balanced")
+    kernels.up_down = twell::cuda::UpDownKernel::BalancedCta;
   else if (consumer == "warp")
     kernels.up_down = twell::cuda::UpDownKernel::PerTokenWarp;
   else
@@ -220,7 +229,8 @@ std::vector<twell::cuda::TwellKernels> variants_to_time(const Settings& s, int d
   std::vector<twell::cuda::GateKernel> gates = {twell::cuda::GateKernel::Portable};
   if (twell::cuda::gate_kernel_sm90_available(device)) gates.push_back(twell::cuda::GateKernel::Sm90);
   gates.push_back(twell::cuda::GateKernel::CublasPack);
-  std::vector<twell::cuda::UpDownKernel> consumers = {twell::cuda::UpDownKernel::PerTokenCta};
+  std::vector<twell::cuda::UpDownKernel> consumers = {twell::cuda::UpDownKernel::PerTokenCta,
+                                                      twell::cuda::UpDownKernel::BalancedCta};
   if (twell::cuda::up_down_per_token_warp_supported(s.hidden))
     consumers.push_back(twell::cuda::UpDownKernel::PerTokenWarp);
   for (auto gate : gates)
@@ -295,6 +305,8 @@ int main(int argc, char** argv) try {
   options.hidden = static_cast<std::size_t>(s.hidden);
   options.intermediate = static_cast<std::size_t>(s.intermediate);
   options.density = s.densities_percent.front() / 100.0;
+  options.heavy_row_fraction = s.heavy_row_fraction;
+  options.heavy_row_density = s.heavy_row_density;
   twell::test::ControlledFfn problem = twell::test::make_controlled_ffn(options);
 
   twell::cuda::Stream stream;
@@ -480,6 +492,10 @@ int main(int argc, char** argv) try {
       {"inputs",
        "controlled density (MODELS.md 4): x ~ N(0,1) with x[:,0] = 1; weights uniform, std 0.02; "
        "gate column 0 = |w_j| * Phi^-1(p)"},
+      {"heavy_rows",
+       {{"fraction", s.heavy_row_fraction},
+        {"density_at_first_density", s.heavy_row_density},
+        {"how", "x[t, 0] = Phi^-1(q) / Phi^-1(p) for a heavy token t (MODELS.md 4)"}}},
       {"timing",
        {{"warmup", s.warmup},
         {"repetitions", s.repetitions},

@@ -61,7 +61,7 @@ void expect_block_cosines(const Matrix& reference, const Matrix& candidate, doub
   }
 }
 
-// Every kernel combination this device runs: both consumers with the portable gate, with cuBLASLt's
+// Every kernel combination this device runs: every consumer with the portable gate, with cuBLASLt's
 // GEMM + the pack pass, and with the Hopper gate where the device and build have it.
 std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   std::vector<cuda::GateKernel> gates = {cuda::GateKernel::Portable};
@@ -69,7 +69,8 @@ std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
   if (cuda::gate_kernel_sm90_available(device)) gates.push_back(cuda::GateKernel::Sm90);
   gates.push_back(cuda::GateKernel::CublasPack);
-  std::vector<cuda::UpDownKernel> consumers = {cuda::UpDownKernel::PerTokenCta};
+  std::vector<cuda::UpDownKernel> consumers = {cuda::UpDownKernel::PerTokenCta,
+                                               cuda::UpDownKernel::BalancedCta};
   if (cuda::up_down_per_token_warp_supported(hidden)) consumers.push_back(cuda::UpDownKernel::PerTokenWarp);
   std::vector<cuda::TwellKernels> combinations;
   for (auto gate : gates)
@@ -254,7 +255,7 @@ TEST(TwellFfnRunner, AutoPicksTheKernelsMeasuredFastestThatRunHere) {
                                     : hopper ? cuda::GateKernel::Sm90
                                              : cuda::GateKernel::Portable;
   EXPECT_EQ(runner.last_twell_kernels().gate, expected);
-  EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::PerTokenCta);
+  EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::BalancedCta);
   if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
     runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
     EXPECT_THROW(runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{}),

@@ -10,16 +10,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "twell/twell_balance.hpp"
+
 namespace twell::cuda {
 
 /// Which consumer kernel runs. Both compute the same function with the same rounding points.
 enum class UpDownKernel {
-  Auto,         ///< PerTokenCta (the faster or equal of the two on H200, see resolve_up_down_kernel)
+  Auto,         ///< BalancedCta (see resolve_up_down_kernel)
   PerTokenCta,  ///< one CTA per token, D spread over the CTA's threads (any hidden size)
+  BalancedCta,  ///< PerTokenCta's kernel over pieces of tokens balanced by non-zeros where few tokens
+                ///< share each resident CTA slot (up_down_balance_sizes), one CTA per token elsewhere
   PerTokenWarp  ///< persistent warps, one token at a time with the next prefetched (hidden <= 2048)
 };
 
-const char* to_string(UpDownKernel kernel) noexcept;  ///< "auto", "per_token_cta", "per_token_warp"
+/// "auto", "per_token_cta", "balanced_cta", "per_token_warp"
+const char* to_string(UpDownKernel kernel) noexcept;
 
 struct UpDownArgs {
   const __nv_bfloat16* x = nullptr;          ///< [rows, hidden]; gated only
@@ -34,17 +39,28 @@ struct UpDownArgs {
   std::uint32_t compression = 8;
   bool highest_precision = false;  ///< fp32 products and h instead of bf16 (TWELL_SPEC §2.5)
   UpDownKernel kernel = UpDownKernel::Auto;
-  /// PerTokenCta at token counts too small to fill the GPU: each token's tiles are spread over
-  /// up_down_cta_splits CTAs whose fp32 partial outputs land here, [splits, rows, hidden], and are
-  /// summed by a second pass. Null (or too small): one CTA per token.
-  float* split_partials = nullptr;
-  std::size_t split_partials_capacity = 0;  ///< fp32 elements
+  /// BalancedCta: the workspace of the plan that cuts tokens into pieces of about equal non-zeros, one
+  /// CTA each (sized by up_down_balance_sizes; too small or null: one CTA per token).
+  std::uint32_t* balance_plan = nullptr;
+  std::size_t balance_plan_words = 0;
+  float* balance_partials = nullptr;  ///< split tokens' fp32 partial outputs, summed by a second pass
+  std::size_t balance_partial_elements = 0;
 };
 
-/// How many CTAs the CTA-per-token consumer gives each token for `rows` tokens on `device`: as many
-/// as keep one wave of resident CTAs (4 per SM) busy, at most one per 256-neuron tile and 8; 1 where
-/// that would be fewer than 4 (the tokens alone fill a quarter of the wave).
-int up_down_cta_splits(int rows, int padded_neurons, int device);
+/// The workspace of the balanced CTA-per-token consumer; all zero where `rows` tokens already give
+/// every resident CTA slot enough of them that no single token is the critical path.
+struct UpDownBalanceSizes {
+  int extra_pieces = 0;  ///< CTAs for the pieces after each token's first (0: not balanced)
+  std::size_t plan_words = 0;
+  std::size_t partial_elements = 0;  ///< fp32
+};
+UpDownBalanceSizes up_down_balance_sizes(int rows, int hidden, int device);
+/// The plan a balanced launch built in `plan` for `rows` tokens and `extra_pieces` (its sizes), in
+/// core's form, to check against twell_plan_balanced_pieces: extra items and split rows sorted (the
+/// device writes them in the order its warps claimed space); row_slot as the device assigned it,
+/// meaningful for split rows only. Synchronises `stream`.
+TwellBalancedPieces download_up_down_balance_plan(const std::uint32_t* plan, int rows, int extra_pieces,
+                                                  cudaStream_t stream);
 
 /// True when the one-warp-per-token consumer handles this hidden size (its registers hold D / 32
 /// elements of x and D / 32 accumulators per lane).

@@ -2,6 +2,7 @@
 // FfnRunner: the dense and TwELL FFN paths on one stream, with their workspaces.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "twell/error.hpp"
@@ -32,6 +33,10 @@ struct FfnRunner::Impl {
   DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
   PinnedBuffer<std::uint32_t> counters_host{2};
   Event counters_ready{false};
+  // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
+  // on its own high-priority stream, from the gate's completion, joined back before the FFN returns.
+  std::optional<Stream> overflow_stream;
+  Event overflow_done{false};
   std::uint64_t last_rows = 0, last_tiles = 0;
   bool tiles_counted = true;
   TwellKernels requested, last_kernels;
@@ -213,11 +218,16 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const std::size_t tail_elements = impl.last_rows * static_cast<std::size_t>(weights.hidden);
   impl.tail_input.ensure(tail_elements);
   impl.tail_output.ensure(tail_elements);
-  launch_gather_rows(x, impl.overflow_rows.data(), overflow, weights.hidden, impl.tail_input.data(), stream);
-  impl.dense.run(weights, Activation::Relu, impl.tail_input.data(), overflow, impl.tail_output.data(), stream,
+  if (!impl.overflow_stream) impl.overflow_stream.emplace(highest_stream_priority());
+  const cudaStream_t side = impl.overflow_stream->get();
+  TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.counters_ready.get(), 0));
+  launch_gather_rows(x, impl.overflow_rows.data(), overflow, weights.hidden, impl.tail_input.data(), side);
+  impl.dense.run(weights, Activation::Relu, impl.tail_input.data(), overflow, impl.tail_output.data(), side,
                  nullptr, tag);
   launch_scatter_rows(impl.tail_output.data(), impl.overflow_rows.data(), overflow, weights.hidden, out,
-                      stream);
+                      side);
+  impl.overflow_done.record(side);
+  TWELL_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.overflow_done.get(), 0));
 }
 
 std::uint64_t FfnRunner::last_overflow_rows() {

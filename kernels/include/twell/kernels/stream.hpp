@@ -13,6 +13,11 @@ namespace twell::cuda {
 class Stream {
  public:
   Stream() { TWELL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking)); }
+  /// A non-blocking stream whose kernels the block scheduler prefers over lower-priority streams'
+  /// (numerically lower is higher; see highest_stream_priority).
+  explicit Stream(int priority) {
+    TWELL_CUDA_CHECK(cudaStreamCreateWithPriority(&m_stream, cudaStreamNonBlocking, priority));
+  }
   ~Stream() {
     if (m_stream) cudaStreamDestroy(m_stream);
   }
@@ -26,6 +31,13 @@ class Stream {
  private:
   cudaStream_t m_stream = nullptr;
 };
+
+/// The highest stream priority this device supports.
+inline int highest_stream_priority() {
+  int least = 0, greatest = 0;
+  TWELL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return greatest;
+}
 
 /// An owned event; timing-enabled unless asked otherwise.
 class Event {

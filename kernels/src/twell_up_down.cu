@@ -456,9 +456,10 @@ bool up_down_per_token_warp_supported(int hidden) {
   return hidden > 0 && hidden % 64 == 0 && hidden <= 2048;
 }
 
-// Auto is the CTA-per-token kernel everywhere: on H200 (resources/benchmarks/h200-ffn-hopper-*.json)
-// the warp-per-token kernel measured within noise of it at M 131072 and 0.25-0.5 % density and
-// 5-18 % slower at M 16384 and at 1-5 %.
+// Auto is the CTA kernel everywhere, balanced where few tokens share a CTA slot: on H200
+// (resources/benchmarks/h200-ffn-hopper-*.json) the warp-per-token kernel measured within noise of
+// one CTA per token at M 131072 and 0.25-0.5 % density and 5-18 % slower at M 16384 and at 1-5 %; the
+// balance at decode-sized M is h100-balanced-consumer-2026-12-05.json's.
 UpDownKernel resolve_up_down_kernel(UpDownKernel requested, int /*hidden*/) {
   return requested == UpDownKernel::Auto ? UpDownKernel::BalancedCta : requested;
 }

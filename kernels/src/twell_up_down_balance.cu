@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The plan that balances the CTA-per-token consumer by non-zeros, and the pass that sums the partial
-// outputs of split tokens (layout and rationale in twell_up_down_balance.cuh).
+// The plan that balances the CTA-per-token consumer by non-zeros: the kernels that count every
+// token's non-zeros and cut it into pieces (layout and rationale in twell_up_down_balance.cuh).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -9,7 +9,6 @@
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
 #include "twell_up_down_balance.cuh"
-#include "twell_up_down_math.cuh"
 
 namespace twell::cuda {
 namespace up_down {

@@ -94,7 +94,7 @@ struct BalanceParams {
   std::uint32_t capacity;
 };
 
-/// Counts every token's non-zeros and plans its pieces (plan[0..1] zeroed first, on `stream`).
+/// Counts every token's non-zeros and plans its pieces (the header zeroed first, on `stream`).
 void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t stream);
 
 }  // namespace twell::cuda::up_down

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "twell/activation_summary.hpp"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_pack_dense.hpp"
@@ -14,7 +15,7 @@
 namespace twell::cuda {
 namespace {
 
-constexpr int kTileWidth = 256;
+constexpr int kTileWidth = static_cast<int>(kTwellTileWidth);
 constexpr int kValuesPerLane = kTileWidth / 32;
 constexpr int kWarpsPerBlock = 8;
 
@@ -112,7 +113,7 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
   params.pitch = args.pitch;
   params.rows = args.rows;
   params.neurons = args.neurons;
-  params.tiles = (args.neurons + kTileWidth - 1) / kTileWidth;
+  params.tiles = twell_padded_neurons(args.neurons) / kTileWidth;
   params.slots = kTileWidth / static_cast<int>(args.compression);
   params.words_per_row = params.tiles * params.slots;
   const long long items = static_cast<long long>(args.rows) * params.tiles;

@@ -46,6 +46,10 @@ const KernelVariant* find_kernel_variant(const std::vector<KernelVariant>& varia
                                          const KernelRecord& record) {
   if (record.kind != "kernel" && record.kind != "cpu") return nullptr;
   const std::string_view function = kernel_function_name(record.name);
+  // One kernel may serve several ops (the consumer also runs the sparse overflow route): the entry
+  // for the record's op describes it best.
+  for (const KernelVariant& variant : variants)
+    if (!variant.library && variant.name == function && variant.op == record.tag.op) return &variant;
   for (const KernelVariant& variant : variants)
     if (!variant.library && variant.name == function) return &variant;
   for (const KernelVariant& variant : variants)

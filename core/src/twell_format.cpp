@@ -17,10 +17,10 @@ namespace {
 constexpr std::uint32_t kMaxTwellNeurons = 65536;  // the entry's column field is 16 bits wide
 
 void check_twell_shape(std::uint32_t neurons, std::uint32_t compression, const char* call) {
-  if (compression != 8 && compression != 4 && compression != 2) {
-    throw Error(Error::Kind::Unsupported, std::string(call) +
-                                              ": TwELL compression factor must be 8, 4 or 2, got " +
-                                              std::to_string(compression));
+  if (compression != 8 && compression != 4 && compression != 2 && compression != kTwellUnbounded) {
+    throw Error(Error::Kind::Unsupported,
+                std::string(call) + ": TwELL compression factor must be 8, 4, 2 or 0 (unbounded), got " +
+                    std::to_string(compression));
   }
   if (neurons == 0 || neurons > kMaxTwellNeurons) {
     throw Error(Error::Kind::Unsupported,
@@ -92,7 +92,7 @@ Matrix twell_unpack(const TwellPacked& packed) {
   if (packed.words.size() != static_cast<std::size_t>(packed.rows) * row_words) {
     throw Error(Error::Kind::InvalidInput,
                 "twell_unpack: buffer holds " + std::to_string(packed.words.size()) +
-                    " words, expected rows * N_padded / C = " +
+                    " words, expected rows * tiles * slots per tile = " +
                     std::to_string(static_cast<std::size_t>(packed.rows) * row_words));
   }
   for (std::size_t i = 0; i < packed.overflow_rows.size(); ++i) {

@@ -16,6 +16,7 @@
 #include "twell/kernels/twell_overflow.hpp"
 #include "twell/kernels/twell_pack_dense.hpp"
 #include "twell/kernels/twell_up_down.hpp"
+#include "twell/twell_format.hpp"
 #include "twell_dispatch_gate.hpp"
 
 namespace twell::cuda {
@@ -31,6 +32,11 @@ struct FfnRunner::Impl {
   DeviceBuffer<std::uint32_t> overflow_state;           ///< [2 + M]: row count, tile count, row flags
   DeviceBuffer<std::uint32_t> overflow_rows;            ///< [M]: the overflowing rows
   DeviceBuffer<__nv_bfloat16> tail_input, tail_output;  ///< [overflow rows, D]
+  // The sparse overflow route's own workspace: it runs beside the main consumer.
+  DeviceBuffer<__nv_bfloat16> tail_preactivations;  ///< [overflow rows, N] after a fused gate
+  DeviceBuffer<std::uint32_t> tail_packed;          ///< [overflow rows, tiles * 512]: unbounded layout
+  DeviceBuffer<std::uint32_t> tail_balance_plan;
+  DeviceBuffer<float> tail_balance_partials;
   PinnedBuffer<std::uint32_t> counters_host{2};
   Event counters_ready{false};
   // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
@@ -57,7 +63,42 @@ GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* 
   return gate_kernel_sm90_available(device) ? GateKernel::Sm90 : GateKernel::Portable;
 }
 
+// Auto stays Dense until the sparse route is measured on a GPU; Sparse takes at most
+// kMaxSparseOverflowRows rows.
+OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t overflow_rows) {
+  if (requested != OverflowRoute::Sparse) return OverflowRoute::Dense;
+  return overflow_rows <= static_cast<std::uint64_t>(kMaxSparseOverflowRows) ? OverflowRoute::Sparse
+                                                                             : OverflowRoute::Dense;
+}
+
+// Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
+void attach_balance_workspace(UpDownArgs& consume, int rows, int hidden, DeviceBuffer<std::uint32_t>& plan,
+                              DeviceBuffer<float>& partials) {
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  const UpDownBalanceSizes balance = up_down_balance_sizes(rows, hidden, device);
+  if (balance.extra_pieces == 0) return;
+  plan.ensure(balance.plan_words);
+  partials.ensure(balance.partial_elements);
+  consume.balance_plan = plan.data();
+  consume.balance_plan_words = plan.size();
+  consume.balance_partials = partials.data();
+  consume.balance_partial_elements = partials.size();
+}
+
 }  // namespace
+
+const char* to_string(OverflowRoute route) noexcept {
+  switch (route) {
+    case OverflowRoute::Auto:
+      return "auto";
+    case OverflowRoute::Dense:
+      return "dense";
+    case OverflowRoute::Sparse:
+      return "sparse";
+  }
+  return "unknown";
+}
 
 const char* to_string(GateKernel kernel) noexcept {
   switch (kernel) {
@@ -123,7 +164,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
-  impl.last_kernels = {gate, up_down};
+  impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
   impl.tiles_counted = gate != GateKernel::Sm90;
 
   {
@@ -191,19 +232,8 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     consume.compression = compression;
     consume.highest_precision = options.highest_precision;
     consume.kernel = up_down;
-    if (up_down == UpDownKernel::BalancedCta) {
-      int device = 0;
-      TWELL_CUDA_CHECK(cudaGetDevice(&device));
-      const UpDownBalanceSizes balance = up_down_balance_sizes(tokens, weights.hidden, device);
-      if (balance.extra_pieces > 0) {
-        impl.balance_plan.ensure(balance.plan_words);
-        impl.balance_partials.ensure(balance.partial_elements);
-        consume.balance_plan = impl.balance_plan.data();
-        consume.balance_plan_words = impl.balance_plan.size();
-        consume.balance_partials = impl.balance_partials.data();
-        consume.balance_partial_elements = impl.balance_partials.size();
-      }
-    }
+    if (up_down == UpDownKernel::BalancedCta)
+      attach_balance_workspace(consume, tokens, weights.hidden, impl.balance_plan, impl.balance_partials);
     launch_twell_up_down(consume, stream);
   }
 
@@ -213,7 +243,10 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   impl.last_tiles = impl.counters_host.data()[1];
   if (impl.last_rows == 0) return;
 
-  ScopedTrace scope(tracer, with_op(tag, "overflow_dense"));
+  const OverflowRoute route = resolve_overflow_route(impl.requested.overflow, impl.last_rows);
+  impl.last_kernels.overflow = route;
+  ScopedTrace scope(tracer,
+                    with_op(tag, route == OverflowRoute::Sparse ? "overflow_sparse" : "overflow_dense"));
   const int overflow = static_cast<int>(impl.last_rows);
   const std::size_t tail_elements = impl.last_rows * static_cast<std::size_t>(weights.hidden);
   impl.tail_input.ensure(tail_elements);
@@ -222,12 +255,64 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const cudaStream_t side = impl.overflow_stream->get();
   TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.counters_ready.get(), 0));
   launch_gather_rows(x, impl.overflow_rows.data(), overflow, weights.hidden, impl.tail_input.data(), side);
-  impl.dense.run(weights, Activation::Relu, impl.tail_input.data(), overflow, impl.tail_output.data(), side,
-                 nullptr, tag);
+  if (route == OverflowRoute::Sparse) {
+    consume_overflow_sparsely(weights, options, gate, side);
+  } else {
+    impl.dense.run(weights, Activation::Relu, impl.tail_input.data(), overflow, impl.tail_output.data(), side,
+                   nullptr, tag);
+  }
   launch_scatter_rows(impl.tail_output.data(), impl.overflow_rows.data(), overflow, weights.hidden, out,
                       side);
   impl.overflow_done.record(side);
   TWELL_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.overflow_done.get(), 0));
+}
+
+// The gathered overflowing rows (tail_input) to tail_output without a dense pass: their gate
+// pre-activations, from the cuBLAS gate's [M, N] workspace where that gate ran and else from a
+// cuBLASLt GEMM over just these rows (the fused gates keep none), packed in the unbounded layout and
+// consumed by the balanced consumer. Only the up and down rows of live neurons are read.
+void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const FfnOptions& options,
+                                          GateKernel gate, cudaStream_t side) {
+  Impl& impl = *m_impl;
+  const int overflow = static_cast<int>(impl.last_rows);
+  const int neurons = weights.intermediate;
+  const std::size_t rows = impl.last_rows;
+  const int tiles = twell_padded_neurons(neurons) / static_cast<int>(kTwellTileWidth);
+  impl.tail_packed.ensure(rows * static_cast<std::size_t>(tiles) * kTwellUnboundedSlots);
+
+  PackDenseArgs pack;
+  pack.rows = overflow;
+  pack.neurons = neurons;
+  pack.pitch = neurons;
+  pack.compression = kTwellUnbounded;
+  pack.packed = impl.tail_packed.data();
+  if (gate == GateKernel::CublasPack) {
+    pack.preactivations = impl.gate_preactivations.data();
+    pack.source_rows = impl.overflow_rows.data();
+  } else {
+    impl.tail_preactivations.ensure(rows * static_cast<std::size_t>(neurons));
+    const __nv_bfloat16* weight = weights.gate != nullptr ? weights.gate : weights.up;
+    impl.dense.matmul().gemm_nt(impl.tail_input.data(), weight, impl.tail_preactivations.data(), overflow,
+                                neurons, weights.hidden, neurons, GemmEpilogue::None, side);
+    pack.preactivations = impl.tail_preactivations.data();
+  }
+  launch_twell_pack_dense(pack, side);
+
+  UpDownArgs consume;
+  consume.x = impl.tail_input.data();
+  consume.packed = impl.tail_packed.data();
+  consume.up = weights.gate != nullptr ? weights.up : nullptr;
+  consume.down_t = weights.down_t;
+  consume.out = impl.tail_output.data();
+  consume.rows = overflow;
+  consume.hidden = weights.hidden;
+  consume.padded_neurons = twell_padded_neurons(neurons);
+  consume.compression = kTwellUnbounded;
+  consume.highest_precision = options.highest_precision;
+  consume.kernel = UpDownKernel::BalancedCta;
+  attach_balance_workspace(consume, overflow, weights.hidden, impl.tail_balance_plan,
+                           impl.tail_balance_partials);
+  launch_twell_up_down(consume, side);
 }
 
 std::uint64_t FfnRunner::last_overflow_rows() {

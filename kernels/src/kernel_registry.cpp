@@ -49,6 +49,21 @@ std::vector<KernelVariant> kernel_variants() {
        "rows with an overflowing tile gathered into a dense batch, and their outputs scattered back"},
       {"cuBLASLt bf16 GEMM", kLibrary, "twell", "overflow_dense", "any",
        "the dense FFN's GEMMs on the gathered overflowing rows (with act_mul_kernel between them)"},
+      {"move_rows_kernel", kOurs, "twell", "overflow_sparse", "any",
+       "rows with an overflowing tile gathered into a batch, and their outputs scattered back"},
+      {"cuBLASLt bf16 GEMM", kLibrary, "twell", "overflow_sparse", "any",
+       "after a fused gate: the gate GEMM over just the gathered overflowing rows (the cuBLAS gate's "
+       "workspace already holds them)"},
+      {"twell_pack_dense_kernel", kOurs, "twell", "overflow_sparse", "any",
+       "the overflowing rows' gate pre-activations packed in the unbounded layout (512 slots a tile: no "
+       "tile overflows)"},
+      {"count_row_entries_kernel", kOurs, "twell", "overflow_sparse", "sm_80+",
+       "the overflowing rows' non-zeros, for the balanced consumer's plan"},
+      {"plan_pieces_kernel", kOurs, "twell", "overflow_sparse", "any",
+       "the overflowing rows cut into pieces of about equal non-zeros"},
+      {"twell_up_down_kernel", kOurs, "twell", "overflow_sparse", "sm_80+",
+       "the balanced consumer over the overflowing rows in the unbounded layout: up and down rows read "
+       "only where a row is live"},
   };
 }
 

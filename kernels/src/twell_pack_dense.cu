@@ -11,6 +11,7 @@
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_pack_dense.hpp"
+#include "twell/twell_format.hpp"
 
 namespace twell::cuda {
 namespace {
@@ -21,6 +22,7 @@ constexpr int kWarpsPerBlock = 8;
 
 struct PackDenseParams {
   const __nv_bfloat16* preactivations;
+  const std::uint32_t* source_rows;  // may be null
   std::uint32_t* packed;
   TwellOverflowState overflow;
   long long pitch;
@@ -35,7 +37,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) twell_pack_dense_kernel(c
   if (item >= static_cast<long long>(p.rows) * p.tiles) return;
   const int row = static_cast<int>(item / p.tiles), tile = static_cast<int>(item % p.tiles);
   const int first_column = tile * kTileWidth + lane * kValuesPerLane;
-  const __nv_bfloat16* source = p.preactivations + row * p.pitch + first_column;
+  const long long source_row = p.source_rows != nullptr ? p.source_rows[row] : row;
+  const __nv_bfloat16* source = p.preactivations + source_row * p.pitch + first_column;
 
   __nv_bfloat16 values[kValuesPerLane];
   if (kVectorised && first_column + kValuesPerLane <= p.neurons) {
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) twell_pack_dense_kernel(c
     else if (word > stored)
       words[word] = 0u;
   }
-  if (lane == 0 && total > capacity) {
+  if (lane == 0 && total > capacity) {  // never in the unbounded layout (capacity 511)
     atomicAdd(&p.overflow.counters[1], 1u);
     if (atomicExch(&p.overflow.row_flags[row], 1u) == 0u)
       p.overflow.row_list[atomicAdd(&p.overflow.counters[0], 1u)] = static_cast<std::uint32_t>(row);
@@ -99,22 +102,25 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
   if (args.pitch < args.neurons)
     invalid("row pitch " + std::to_string(args.pitch) + " is below the neuron count " +
             std::to_string(args.neurons));
-  if (args.compression != 8 && args.compression != 4 && args.compression != 2)
+  const bool unbounded = args.compression == kTwellUnbounded;
+  if (args.compression != 8 && args.compression != 4 && args.compression != 2 && !unbounded)
     throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: compression factor " +
-                                              std::to_string(args.compression) + " is not 8, 4 or 2");
-  if (!args.preactivations || !args.packed || !args.overflow.counters || !args.overflow.row_flags ||
-      !args.overflow.row_list)
+                                              std::to_string(args.compression) +
+                                              " is not 8, 4, 2 or unbounded");
+  if (!args.preactivations || !args.packed ||
+      (!unbounded && (!args.overflow.counters || !args.overflow.row_flags || !args.overflow.row_list)))
     invalid("a device pointer is null");
 
   PackDenseParams params;
   params.preactivations = args.preactivations;
+  params.source_rows = args.source_rows;
   params.packed = args.packed;
   params.overflow = args.overflow;
   params.pitch = args.pitch;
   params.rows = args.rows;
   params.neurons = args.neurons;
   params.tiles = twell_padded_neurons(args.neurons) / kTileWidth;
-  params.slots = kTileWidth / static_cast<int>(args.compression);
+  params.slots = static_cast<int>(twell_slots_per_tile(args.compression));
   params.words_per_row = params.tiles * params.slots;
   const long long items = static_cast<long long>(args.rows) * params.tiles;
   const unsigned blocks = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);

@@ -27,6 +27,7 @@
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
+#include "twell/twell_format.hpp"
 #include "twell_up_down_balance.cuh"
 #include "twell_up_down_math.cuh"
 
@@ -474,14 +475,16 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   if (args.padded_neurons <= 0 || args.padded_neurons % 256 != 0 || args.padded_neurons > 65536)
     fail("padded intermediate size " + std::to_string(args.padded_neurons) +
          " is not a multiple of 256 <= 65536");
-  if (args.compression != 8 && args.compression != 4 && args.compression != 2)
-    fail("compression factor " + std::to_string(args.compression) + " is not 8, 4 or 2");
+  const bool unbounded = args.compression == kTwellUnbounded;
+  if (args.compression != 8 && args.compression != 4 && args.compression != 2 && !unbounded)
+    fail("compression factor " + std::to_string(args.compression) + " is not 8, 4, 2 or unbounded");
   const bool gated = args.up != nullptr;
   if (!args.packed || !args.down_t || !args.out || (gated && !args.x))
     throw Error(Error::Kind::InvalidInput, "TwELL up/down kernel: a device pointer is null");
 
   const UpDownKernel kernel = resolve_up_down_kernel(args.kernel, args.hidden);
   if (kernel == UpDownKernel::PerTokenWarp) {
+    if (unbounded) fail("the one-warp-per-token consumer does not read the unbounded layout");
     if (!up_down_per_token_warp_supported(args.hidden))
       fail("the one-warp-per-token consumer needs hidden <= 2048 (got " + std::to_string(args.hidden) + ")");
     launch_twell_up_down_per_token_warp(args, stream);
@@ -498,8 +501,8 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.hidden = args.hidden;
   params.chunks = args.hidden / 8;
   params.tiles = args.padded_neurons / 256;
-  params.slots_per_tile = 256 / static_cast<int>(args.compression);
-  params.words_per_row = args.padded_neurons / static_cast<int>(args.compression);
+  params.slots_per_tile = static_cast<int>(twell_slots_per_tile(args.compression));
+  params.words_per_row = params.tiles * params.slots_per_tile;
   params.slot_shift = __builtin_ctz(static_cast<unsigned>(params.slots_per_tile));
   params.rows = args.rows;
 

@@ -82,8 +82,9 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, s.order);
   app.add_option("--variants", s.variants,
-                 "TwELL kernel pairs timed besides Auto: {portable,sm90,cublas_pack}/{cta,balanced,warp} "
-                 "(default: all that run here)")
+                 "TwELL kernels timed besides Auto: "
+                 "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse}], "
+                 "the last the route of overflowing rows (default: every gate and consumer that run here)")
       ->delimiter(',');
 }
 
@@ -199,8 +200,11 @@ nlohmann::json check_packing(const std::vector<std::uint32_t>& gpu_words,
 
 twell::cuda::TwellKernels parse_variant(const std::string& text) {
   const auto slash = text.find('/');
+  const auto second_slash = slash == std::string::npos ? slash : text.find('/', slash + 1);
   const std::string gate = text.substr(0, slash),
-                    consumer = slash == std::string::npos ? "" : text.substr(slash + 1);
+                    consumer =
+                        slash == std::string::npos ? "" : text.substr(slash + 1, second_slash - slash - 1),
+                    overflow = second_slash == std::string::npos ? "" : text.substr(second_slash + 1);
   twell::cuda::TwellKernels kernels;
   if (gate == "portable")
     kernels.gate = twell::cuda::GateKernel::Portable;
@@ -219,6 +223,13 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
   else
     throw twell::Error(twell::Error::Kind::InvalidInput,
                        "--variants: unknown up/down kernel '" + consumer + "'");
+  if (overflow == "dense")
+    kernels.overflow = twell::cuda::OverflowRoute::Dense;
+  else if (overflow == "sparse")
+    kernels.overflow = twell::cuda::OverflowRoute::Sparse;
+  else if (!overflow.empty())
+    throw twell::Error(twell::Error::Kind::InvalidInput,
+                       "--variants: unknown overflow route '" + overflow + "'");
   return kernels;
 }
 
@@ -239,7 +250,11 @@ std::vector<twell::cuda::TwellKernels> variants_to_time(const Settings& s, int d
 }
 
 std::string variant_name(const twell::cuda::TwellKernels& kernels) {
-  return std::string(twell::cuda::to_string(kernels.gate)) + "/" + twell::cuda::to_string(kernels.up_down);
+  std::string name =
+      std::string(twell::cuda::to_string(kernels.gate)) + "/" + twell::cuda::to_string(kernels.up_down);
+  if (kernels.overflow != twell::cuda::OverflowRoute::Auto)
+    name += std::string("/") + twell::cuda::to_string(kernels.overflow);
+  return name;
 }
 
 // Per token count, the density where TwELL (Auto) stops beating dense: linear interpolation of the
@@ -441,7 +456,7 @@ int main(int argc, char** argv) try {
           return c.name == variant["kernels"].get<std::string>();
         });
         if (found == contenders.end()) continue;
-        for (const char* name : {"total", "gate_pack", "up_down", "overflow_dense"})
+        for (const char* name : {"total", "gate_pack", "up_down", "overflow_dense", "overflow_sparse"})
           variant[std::string(name) + "_ms"] = found->median_ms(name);
         variant["dense_over_variant_paired"] = 1.0 / paired_ratio(*found, "total", dense_timed, "total");
         variant["gate_pack_over_cublas_gemm_paired"] = paired_ratio(*found, "gate_pack", gemm_timed, "total");
@@ -459,6 +474,7 @@ int main(int argc, char** argv) try {
                       {"gate_pack_ms", gate_pack_ms},
                       {"up_down_ms", twell_timed.median_ms("up_down")},
                       {"overflow_dense_ms", twell_timed.median_ms("overflow_dense")},
+                      {"overflow_sparse_ms", twell_timed.median_ms("overflow_sparse")},
                       {"gate_pack_tflops", flops_per_gemm / (gate_pack_ms * 1e9)}};
       row["twell_variants"] = variant_rows;
       row["speedup_dense_over_twell"] = dense_ms / twell_ms;

@@ -23,6 +23,7 @@ const std::vector<twell::KernelVariant> kVariants = {
     {"twell_up_down_warp_kernel", false, "twell", "up_down", "sm_80+", "one warp per token"},
     {"cuBLASLt bf16 GEMM", true, "dense", "gate_up", "any", "x Wg^T and x Wu^T"},
     {"cpu:up_down", false, "twell", "up_down", "any CPU", "per token, per non-zero"},
+    {"twell_up_down_kernel", false, "twell", "overflow_sparse", "sm_80+", "the overflowing rows"},
 };
 
 }  // namespace
@@ -60,6 +61,11 @@ TEST(KernelVariant, OurKernelsAreFoundByFunctionNameNotBySubstring) {
   // Our kernel under another op (the overflow path reuses dense kernels): still found by name.
   EXPECT_EQ(twell::find_kernel_variant(kVariants, record_of("void twell_up_down_kernel<true>(P)", "other")),
             cta);
+  // The same kernel described under the op it was tagged with.
+  const auto* overflow = twell::find_kernel_variant(
+      kVariants, record_of("void twell_up_down_kernel<true>(P)", "overflow_sparse"));
+  ASSERT_NE(overflow, nullptr);
+  EXPECT_EQ(overflow->description, "the overflowing rows");
   // A kernel of ours that the list does not describe.
   EXPECT_EQ(twell::find_kernel_variant(kVariants, record_of("void rms_norm_kernel(P)", "up_down")), nullptr);
 }

@@ -12,6 +12,7 @@
 #include "twell/metrics.hpp"
 #include "twell/numeric.hpp"
 #include "twell/reference_ffn.hpp"
+#include "twell/twell_format.hpp"
 
 namespace {
 
@@ -236,6 +237,35 @@ TEST(TwellFfn, FullDensityOverflowsEveryRowAndStillMatches) {
   EXPECT_EQ(result.overflow_rows, 10u);
   EXPECT_EQ(result.packed.overflow_tiles, 10u);  // the full 256-wide tile; the 44-wide one fits 127
   EXPECT_LT(twell::compare_outputs(dense, result.out).rel_frobenius, 1e-5);
+}
+
+TEST(TwellFfn, TheUnboundedLayoutConsumesEveryRowSparsely) {
+  // What the GPU's sparse overflow route computes: no row is recomputed densely, overflowing rows
+  // included (every gate fires in the full-density case), and the rows C = 8 holds get the same
+  // entries, hence the same bits, as at C = 8.
+  const FfnCase c(48, 64, 700, 1.645f, 22, 3);
+  const FfnCase full(10, 32, 300, -40.0f, 23);
+  for (const FfnCase* problem : {&c, &full}) {
+    const Matrix dense =
+        twell::reference::dense_ffn(problem->x, problem->gated(), Activation::Relu, Precision::Fp32);
+    const auto unbounded =
+        twell::reference::twell_ffn(problem->x, problem->gated(), twell::kTwellUnbounded, Precision::Fp32);
+    EXPECT_EQ(unbounded.overflow_rows, 0u);
+    EXPECT_TRUE(unbounded.packed.overflow_rows.empty());
+    EXPECT_LT(twell::compare_outputs(dense, unbounded.out).rel_frobenius, 1e-5);
+  }
+  for (const Precision precision : {Precision::Bf16Emulated, Precision::Highest}) {
+    const auto c8 = twell::reference::twell_ffn(c.x, c.gated(), 8, precision);
+    const auto unbounded = twell::reference::twell_ffn(c.x, c.gated(), twell::kTwellUnbounded, precision);
+    ASSERT_FALSE(c8.packed.overflow_rows.empty());
+    std::vector<bool> overflowing(c.x.rows, false);
+    for (std::uint32_t row : c8.packed.overflow_rows) overflowing[row] = true;
+    for (std::size_t row = 0; row < c.x.rows; ++row) {
+      if (overflowing[row]) continue;
+      for (std::size_t col = 0; col < c.x.cols; ++col)
+        ASSERT_EQ(unbounded.out.at(row, col), c8.out.at(row, col)) << "row " << row << " col " << col;
+    }
+  }
 }
 
 TEST(TwellFfn, Bf16AndHighestPrecisionStayWithinSpecTolerances) {

@@ -72,8 +72,9 @@ void expect_packed_matches(const std::vector<float>& pre, std::uint32_t rows, st
   const TwellPacked packed = twell::twell_pack(pre.data(), rows, neurons, compression);
   const std::uint32_t padded = (neurons + 255) / 256 * 256;
   ASSERT_EQ(packed.padded_neurons, padded);
-  ASSERT_EQ(packed.words.size(), static_cast<std::size_t>(rows) * padded / compression);
-  const std::uint32_t slots = 256 / compression;
+  const std::uint32_t slots = compression == twell::kTwellUnbounded ? 512 : 256 / compression;
+  const std::size_t words_per_row = static_cast<std::size_t>(padded / 256) * slots;
+  ASSERT_EQ(packed.words.size(), rows * words_per_row);
   const std::uint32_t capacity = slots - 1;
   std::vector<std::uint32_t> expected_overflow_rows;
   std::uint64_t expected_overflow_tiles = 0;
@@ -87,7 +88,7 @@ void expect_packed_matches(const std::vector<float>& pre, std::uint32_t rows, st
     std::vector<float> expected_dense(neurons, 0.0f);
     for (std::size_t t = 0; t < tiles.size(); ++t) {
       const std::uint32_t* tile_words =
-          packed.words.data() + (static_cast<std::size_t>(r) * padded / compression) + t * slots;
+          packed.words.data() + static_cast<std::size_t>(r) * words_per_row + t * slots;
       const std::size_t kept = std::min<std::size_t>(tiles[t].size(), capacity);
       ASSERT_EQ(tile_words[0], kept) << "row " << r << " tile " << t;
       for (std::size_t i = 0; i < kept; ++i) {
@@ -116,7 +117,10 @@ TEST(TwellFormat, RoundTripsRandomShapesAndDensitiesForEveryCompression) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const std::uint32_t neuron_counts[] = {1, 100, 255, 256, 257, 600, 1024, 1300};
   const double densities[] = {0.0, 0.005, 0.05, 0.13, 0.3, 0.6, 1.0};
-  for (std::uint32_t compression : twell::kCompressionFactors) {
+  std::vector<std::uint32_t> layouts(std::begin(twell::kCompressionFactors),
+                                     std::end(twell::kCompressionFactors));
+  layouts.push_back(twell::kTwellUnbounded);
+  for (std::uint32_t compression : layouts) {
     for (std::uint32_t neurons : neuron_counts) {
       for (double density : densities) {
         const std::uint32_t rows = 1 + static_cast<std::uint32_t>(rng() % 7);
@@ -151,6 +155,24 @@ TEST(TwellFormat, TilesExactlyAtCapacityFitAndOneOverOverflows) {
     EXPECT_EQ(packed.overflow_rows, expected) << "C " << compression;
     EXPECT_EQ(packed.overflow_tiles, expected.size()) << "C " << compression;
   }
+}
+
+TEST(TwellFormat, TheUnboundedLayoutHoldsFullTilesWithoutOverflow) {
+  const std::uint32_t neurons = 600;          // three tiles, the last one partial
+  std::vector<float> pre(2 * neurons, 1.0f);  // row 0: every column positive
+  for (std::uint32_t n = 0; n < neurons; ++n) pre[neurons + n] = n % 3 == 0 ? 0.5f : -0.5f;
+  expect_packed_matches(pre, 2, neurons, twell::kTwellUnbounded);
+  const TwellPacked packed = twell::twell_pack(pre.data(), 2, neurons, twell::kTwellUnbounded);
+  EXPECT_EQ(packed.slots_per_tile(), 512u);
+  EXPECT_EQ(packed.capacity(), 511u);
+  EXPECT_EQ(packed.words_per_row(), 3u * 512u);
+  EXPECT_EQ(packed.words[0], 256u);
+  EXPECT_EQ(packed.words[512], 256u);
+  EXPECT_EQ(packed.words[1024], 88u);
+  EXPECT_EQ(packed.words[256], 0xFFu | (0x3F80u << 16));  // the tile's last column, slot 256
+  EXPECT_EQ(packed.words[257], 0u);                       // the padding past it stays zero
+  EXPECT_TRUE(packed.overflow_rows.empty());
+  EXPECT_EQ(packed.overflow_tiles, 0u);
 }
 
 TEST(TwellFormat, AcceptsTheLargestIndexableWidth) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The whole TwELL FFN on the GPU (gate-pack, fused up/down, dense recomputation of overflowing
-// rows) against core's CPU references, with TWELL_SPEC §6's tolerances: relative Frobenius error
-// <= 2e-2 and cosine >= 0.999 against the fp32 FFN (<= 2e-3 in highest precision), every C,
-// gated and non-gated, M not a multiple of anything, overflowing rows recomputed and counted.
+// The whole TwELL FFN on the GPU (gate-pack, fused up/down, overflowing rows recomputed densely or
+// consumed sparsely) against core's CPU references, with TWELL_SPEC §6's tolerances: relative
+// Frobenius error <= 2e-2 and cosine >= 0.999 against the fp32 FFN (<= 2e-3 in highest precision),
+// every C, gated and non-gated, M not a multiple of anything, overflowing rows handled and counted.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -74,13 +74,17 @@ std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   if (cuda::up_down_per_token_warp_supported(hidden)) consumers.push_back(cuda::UpDownKernel::PerTokenWarp);
   std::vector<cuda::TwellKernels> combinations;
   for (auto gate : gates)
-    for (auto consumer : consumers) combinations.push_back({gate, consumer});
+    for (auto consumer : consumers) combinations.push_back({gate, consumer, cuda::OverflowRoute::Dense});
+  // The sparse overflow route behind every gate (where its pre-activations come from differs),
+  // with the consumer Auto runs.
+  for (auto gate : gates)
+    combinations.push_back({gate, cuda::UpDownKernel::BalancedCta, cuda::OverflowRoute::Sparse});
   return combinations;
 }
 
 std::string describe(const cuda::TwellKernels& kernels) {
   return std::string("gate ") + cuda::to_string(kernels.gate) + ", up_down " +
-         cuda::to_string(kernels.up_down);
+         cuda::to_string(kernels.up_down) + ", overflow " + cuda::to_string(kernels.overflow);
 }
 
 class TwellFfn : public ::testing::TestWithParam<FfnCase> {};
@@ -111,6 +115,11 @@ TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
   const Matrix emulated_c8 =
       reference::twell_ffn(problem.x, weights, 8, reference::Precision::Bf16Emulated).out;
   const Matrix highest_c8 = reference::twell_ffn(problem.x, weights, 8, reference::Precision::Highest).out;
+  // The sparse overflow route consumes every row as TwELL: the unbounded layout's reference.
+  const Matrix emulated_unbounded =
+      reference::twell_ffn(problem.x, weights, kTwellUnbounded, reference::Precision::Bf16Emulated).out;
+  const Matrix highest_unbounded =
+      reference::twell_ffn(problem.x, weights, kTwellUnbounded, reference::Precision::Highest).out;
 
   const DeviceFfn device(problem);
   const auto x = upload_bf16(problem.x);
@@ -138,6 +147,10 @@ TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
         EXPECT_EQ(runner.last_overflow_row_indices(), reference_pack.overflow_rows);
         EXPECT_EQ(runner.last_twell_kernels().gate, kernels.gate);
         EXPECT_EQ(runner.last_twell_kernels().up_down, kernels.up_down);
+        ASSERT_LE(reference_pack.overflow_rows.size(),
+                  static_cast<std::size_t>(cuda::kMaxSparseOverflowRows));
+        EXPECT_EQ(runner.last_twell_kernels().overflow, kernels.overflow);
+        const bool sparse_overflow = kernels.overflow == cuda::OverflowRoute::Sparse;
         if (kernels.gate != cuda::GateKernel::Sm90) {
           EXPECT_EQ(runner.last_overflow_tiles(),
                     std::optional<std::uint64_t>(reference_pack.overflow_tiles));
@@ -151,16 +164,21 @@ TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
         EXPECT_GE(all.cosine, 0.999);
         expect_block_cosines(fp32, gpu, 0.999);
         if (highest) {
-          // The TwELL rows themselves (overflowing rows follow the dense bf16 path). Against fp32 the
-          // floor is the bf16 rounding of the output and of the stored gate values, about 2e-3 together.
+          // The TwELL rows themselves (overflowing rows follow the dense bf16 path unless the sparse
+          // route takes them). Against fp32 the floor is the bf16 rounding of the output and of the
+          // stored gate values, about 2e-3 together.
           std::vector<bool> sparse_rows(c.tokens, true);
-          for (std::uint32_t r : reference_pack.overflow_rows) sparse_rows[r] = false;
+          if (!sparse_overflow)
+            for (std::uint32_t r : reference_pack.overflow_rows) sparse_rows[r] = false;
           const ErrorMetrics sparse =
               compare_outputs(select_rows(fp32, sparse_rows), select_rows(gpu, sparse_rows));
           EXPECT_LE(sparse.rel_frobenius, 3e-3);
         }
-        if (compression == 8) {  // same rounding points as the GPU: only the summation order differs
-          if (highest) {         // overflowing rows: the GPU's dense recomputation rounds g, u and h to bf16
+        if (sparse_overflow) {  // every row consumed sparsely: the unbounded layout's reference
+          EXPECT_LE(compare_outputs(highest ? highest_unbounded : emulated_unbounded, gpu).rel_frobenius,
+                    highest ? 2e-3 : 1e-2);
+        } else if (compression == 8) {  // same rounding points as the GPU: only the summation order differs
+          if (highest) {  // overflowing rows: the GPU's dense recomputation rounds g, u and h to bf16
             std::vector<bool> sparse_rows(c.tokens, true);
             for (std::uint32_t r : reference_pack.overflow_rows) sparse_rows[r] = false;
             EXPECT_LE(compare_outputs(select_rows(highest_c8, sparse_rows), select_rows(gpu, sparse_rows))
@@ -219,6 +237,49 @@ TEST(TwellFfnRunner, TagsEachLaunchGroup) {
   EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_up", "act_mul", "down"}));
 }
 
+TEST(TwellFfnRunner, TheSparseOverflowRouteTagsItsOwnGroupAndLeavesManyRowsToTheDenseOne) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  ControlledFfnOptions options;
+  options.tokens = 600;
+  options.hidden = 128;
+  options.intermediate = 512;
+  options.density = 0.05;
+  options.heavy_row_fraction = 0.6;  // about 360 overflowing rows: more than the sparse route takes
+  options.heavy_row_density = 0.4;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device(problem);
+  reference::FfnWeights weights{&problem.gate, &problem.up, &problem.down, &problem.down_t};
+  const Matrix fp32 = reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32);
+  cuda::FfnRunner runner(nullptr);
+  runner.set_twell_kernels({cuda::GateKernel::Auto, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Sparse});
+  RecordingTracer tracer;
+  for (const int tokens : {64, 600}) {
+    SCOPED_TRACE("M " + std::to_string(tokens));
+    std::vector<bool> first_rows(problem.x.rows, false);
+    std::fill_n(first_rows.begin(), tokens, true);
+    const auto x = upload_bf16(select_rows(problem.x, first_rows));
+    auto out = poisoned_bf16(static_cast<std::size_t>(tokens) * 128);
+    tracer.ops.clear();
+    runner.twell(device.weights(), FfnOptions{}, x.data(), tokens, out.data(), &tracer, TraceTag{});
+    const std::uint64_t overflowing = runner.last_overflow_rows();
+    const bool sparse = tokens == 64;
+    if (sparse) {
+      ASSERT_GT(overflowing, 0u);
+      ASSERT_LE(overflowing, static_cast<std::uint64_t>(cuda::kMaxSparseOverflowRows));
+    } else {
+      ASSERT_GT(overflowing, static_cast<std::uint64_t>(cuda::kMaxSparseOverflowRows));
+    }
+    EXPECT_EQ(runner.last_twell_kernels().overflow,
+              sparse ? cuda::OverflowRoute::Sparse : cuda::OverflowRoute::Dense);
+    EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_pack", "up_down",
+                                                    sparse ? "overflow_sparse" : "overflow_dense"}));
+    const ErrorMetrics error =
+        compare_outputs(select_rows(fp32, first_rows), download_bf16(out.data(), tokens, 128));
+    EXPECT_LE(error.rel_frobenius, 2e-2);
+    EXPECT_GE(error.cosine, 0.999);
+  }
+}
+
 TEST(TwellFfnRunner, RejectsUnsupportedOptions) {
   TWELL_REQUIRE_CUDA_DEVICE();
   cuda::FfnRunner runner(nullptr);
@@ -256,6 +317,7 @@ TEST(TwellFfnRunner, AutoPicksTheKernelsMeasuredFastestThatRunHere) {
                                              : cuda::GateKernel::Portable;
   EXPECT_EQ(runner.last_twell_kernels().gate, expected);
   EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::BalancedCta);
+  EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Dense);  // until measured
   if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
     runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
     EXPECT_THROW(runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{}),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The pack pass of GateKernel::CublasPack against core's twell_pack on the same bf16 values: every
 // word exact (ascending columns, count clamped, zeros past it), overflowing rows listed and tiles
-// counted, for every compression, ragged N, a row pitch wider than N, and unaligned rows.
+// counted, for every compression and the unbounded layout, ragged N, a row pitch wider than N,
+// unaligned rows, and rows picked through a list.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -25,14 +26,15 @@ struct PackDenseCase {
   int rows, neurons, pitch;
   std::uint32_t compression;
   double positive_fraction;
-  double heavy_row_fraction;  // rows where half the values are positive: they overflow every tile
-  int offset_elements;        // where the matrix starts in its buffer: 1 breaks the 16-byte alignment
+  double heavy_row_fraction;      // rows where half the values are positive: they overflow every tile
+  int offset_elements;            // where the matrix starts in its buffer: 1 breaks the 16-byte alignment
+  bool through_row_list = false;  // pack every other row, last first, through source_rows
 };
 
 std::string describe(const PackDenseCase& c) {
   return "rows " + std::to_string(c.rows) + ", N " + std::to_string(c.neurons) + ", pitch " +
          std::to_string(c.pitch) + ", C " + std::to_string(c.compression) + ", offset " +
-         std::to_string(c.offset_elements);
+         std::to_string(c.offset_elements) + (c.through_row_list ? ", through a row list" : "");
 }
 
 class TwellPackDense : public ::testing::TestWithParam<PackDenseCase> {};
@@ -60,17 +62,31 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
       if (j < c.neurons) dense[static_cast<std::size_t>(r) * c.neurons + j] = bf16_bits_to_float(b);
     }
   }
-  const TwellPacked reference = twell_pack(dense.data(), static_cast<std::uint32_t>(c.rows),
-                                           static_cast<std::uint32_t>(c.neurons), c.compression);
+  std::vector<std::uint32_t> source_rows;
+  if (c.through_row_list)
+    for (int r = c.rows - 1; r >= 0; r -= 2) source_rows.push_back(static_cast<std::uint32_t>(r));
+  const int packed_rows = c.through_row_list ? static_cast<int>(source_rows.size()) : c.rows;
+  std::vector<float> selected;
+  for (std::uint32_t r : source_rows)
+    selected.insert(selected.end(), dense.begin() + static_cast<std::ptrdiff_t>(r) * c.neurons,
+                    dense.begin() + static_cast<std::ptrdiff_t>(r + 1) * c.neurons);
+  const TwellPacked reference =
+      twell_pack(c.through_row_list ? selected.data() : dense.data(), static_cast<std::uint32_t>(packed_rows),
+                 static_cast<std::uint32_t>(c.neurons), c.compression);
 
   cuda::DeviceBuffer<__nv_bfloat16> matrix(bits.size());
   TWELL_CUDA_CHECK(cudaMemcpy(matrix.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-  cuda::DeviceBuffer<std::uint32_t> packed(reference.words.size()), state(2 + c.rows), list(c.rows);
+  cuda::DeviceBuffer<std::uint32_t> packed(reference.words.size()), state(2 + packed_rows), list(packed_rows);
+  cuda::DeviceBuffer<std::uint32_t> row_list(std::max<std::size_t>(source_rows.size(), 1));
+  if (!source_rows.empty())
+    TWELL_CUDA_CHECK(
+        cudaMemcpy(row_list.data(), source_rows.data(), source_rows.size() * 4, cudaMemcpyHostToDevice));
   TWELL_CUDA_CHECK(cudaMemset(packed.data(), 0xab, packed.bytes()));  // poison: every word must be written
   TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
   cuda::PackDenseArgs args;
   args.preactivations = matrix.data() + c.offset_elements;
-  args.rows = c.rows;
+  args.source_rows = c.through_row_list ? row_list.data() : nullptr;
+  args.rows = packed_rows;
   args.neurons = c.neurons;
   args.pitch = c.pitch;
   args.compression = c.compression;
@@ -82,7 +98,7 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
   std::vector<std::uint32_t> words(reference.words.size());
   TWELL_CUDA_CHECK(cudaMemcpy(words.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
   EXPECT_EQ(words, reference.words);
-  std::vector<std::uint32_t> counters(2 + c.rows);
+  std::vector<std::uint32_t> counters(2 + packed_rows);
   TWELL_CUDA_CHECK(cudaMemcpy(counters.data(), state.data(), state.bytes(), cudaMemcpyDeviceToHost));
   EXPECT_EQ(counters[1], reference.overflow_tiles);
   ASSERT_EQ(counters[0], reference.overflow_rows.size());
@@ -91,12 +107,14 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
     TWELL_CUDA_CHECK(cudaMemcpy(rows.data(), list.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
   std::sort(rows.begin(), rows.end());
   EXPECT_EQ(rows, reference.overflow_rows);
-  for (int r = 0; r < c.rows; ++r)
+  for (int r = 0; r < packed_rows; ++r)
     EXPECT_EQ(counters[2 + r] != 0,
               std::binary_search(reference.overflow_rows.begin(), reference.overflow_rows.end(),
                                  static_cast<std::uint32_t>(r)))
         << "row flag " << r;
-  if (c.heavy_row_fraction > 0) EXPECT_FALSE(reference.overflow_rows.empty());
+  if (c.heavy_row_fraction > 0 && c.compression != kTwellUnbounded)
+    EXPECT_FALSE(reference.overflow_rows.empty());
+  if (c.compression == kTwellUnbounded) EXPECT_TRUE(reference.overflow_rows.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TwellPackDense,
@@ -108,7 +126,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TwellPackDense,
                                            PackDenseCase{100, 1000, 1008, 8, 0.05, 0.05, 0},
                                            PackDenseCase{50, 768, 768, 4, 0.05, 0.1, 1},
                                            PackDenseCase{9, 65536, 65536, 8, 0.01, 0.2, 0},
-                                           PackDenseCase{300, 2816, 2824, 2, 0.2, 0, 0}));
+                                           PackDenseCase{300, 2816, 2824, 2, 0.2, 0, 0},
+                                           PackDenseCase{77, 5632, 5632, 8, 0.02, 0.1, 0, true},
+                                           PackDenseCase{40, 5632, 5632, kTwellUnbounded, 0.05, 0.3, 0},
+                                           PackDenseCase{31, 1000, 1008, kTwellUnbounded, 1.0, 0, 0, true},
+                                           PackDenseCase{20, 768, 768, kTwellUnbounded, 0.5, 0, 1, true}));
 
 TEST(TwellPackDenseArguments, AreValidatedBeforeAnythingRuns) {
   TWELL_REQUIRE_CUDA_DEVICE();
@@ -139,6 +161,20 @@ TEST(TwellPackDenseArguments, AreValidatedBeforeAnythingRuns) {
   EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
   cuda::launch_twell_pack_dense(args, nullptr);
   TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  // The unbounded layout counts nothing (no tile can overflow): its overflow state may be absent.
+  cuda::DeviceBuffer<std::uint32_t> unbounded_packed(2 * 512);
+  cuda::PackDenseArgs unbounded = args;
+  unbounded.compression = kTwellUnbounded;
+  unbounded.packed = unbounded_packed.data();
+  unbounded.overflow = {};
+  cuda::launch_twell_pack_dense(unbounded, nullptr);
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  bad = unbounded;
+  bad.compression = 1;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad = args;
+  bad.overflow = {};
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
 }
 
 }  // namespace

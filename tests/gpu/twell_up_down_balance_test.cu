@@ -3,7 +3,7 @@
 // twell_plan_balanced_pieces on the same packed rows, tokens left whole are written bit for bit as
 // one CTA per token writes them, split tokens match it up to the order of the fp32 sums, flagged rows
 // are left alone, and two runs agree bit for bit (the partials are summed in piece order, wherever
-// the plan put them).
+// the plan put them). The same consumers over the unbounded layout of the sparse overflow route.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,12 +14,15 @@
 
 #include "controlled_density.hpp"
 #include "gpu_test_support.hpp"
+#include "twell/error.hpp"
 #include "twell/kernels/ffn.hpp"
 #include "twell/kernels/twell_gate_pack.hpp"
 #include "twell/kernels/twell_up_down.hpp"
 #include "twell/metrics.hpp"
 #include "twell/numeric.hpp"
+#include "twell/reference_ffn.hpp"
 #include "twell/twell_balance.hpp"
+#include "twell/twell_format.hpp"
 
 namespace twell::test {
 namespace {
@@ -189,6 +192,103 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, TwellUpDownBalance,
                          [](const ::testing::TestParamInfo<Scenario>& info) {
                            return std::string(info.param.name);
                          });
+
+// The sparse overflow route's consumer: tokens that overflow C = 8 (35 % density) packed in the
+// unbounded layout on the host from the reference's own pre-activations, so the GPU sees exactly the
+// reference's entries. Both CTA consumers match reference::twell_ffn at kTwellUnbounded (bf16
+// emulated) up to the order of the fp32 sums, the device plan equals core's, and whole tokens are
+// written bit for bit as one CTA per token writes them.
+TEST(TwellUpDownUnbounded, ConsumesTokensThatOverflowEveryCompression) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  const int rows = 29, hidden = 2048, neurons = 5632;
+  for (const bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "gated" : "non-gated");
+    ControlledFfnOptions options;
+    options.tokens = rows;
+    options.hidden = hidden;
+    options.intermediate = neurons;
+    options.density = 0.05;
+    options.gated = gated;
+    options.heavy_row_fraction = 0.5;
+    options.heavy_row_density = 0.6;  // past C = 2's capacity of 127 in many tiles
+    options.seed = 12;
+    const ControlledFfn problem = make_controlled_ffn(options);
+    const DeviceFfn device_ffn(problem);
+    const auto x = upload_bf16(problem.x);
+    reference::FfnWeights weights;
+    weights.gate = gated ? &problem.gate : nullptr;
+    weights.up = &problem.up;
+    weights.down = &problem.down;
+    weights.down_t = &problem.down_t;
+    Matrix preactivation;
+    const reference::TwellFfnResult expected = reference::twell_ffn(
+        problem.x, weights, kTwellUnbounded, reference::Precision::Bf16Emulated, 0, &preactivation);
+    const reference::TwellFfnResult expected_highest =
+        reference::twell_ffn(problem.x, weights, kTwellUnbounded, reference::Precision::Highest);
+    ASSERT_TRUE(expected.packed.overflow_rows.empty());
+    ASSERT_FALSE(twell_pack(preactivation.data.data(), rows, neurons, 2).overflow_rows.empty());
+
+    cuda::DeviceBuffer<std::uint32_t> packed(expected.packed.words.size());
+    TWELL_CUDA_CHECK(
+        cudaMemcpy(packed.data(), expected.packed.words.data(), packed.bytes(), cudaMemcpyHostToDevice));
+    const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
+    ASSERT_GT(sizes.extra_pieces, 0);
+    cuda::DeviceBuffer<std::uint32_t> plan(sizes.plan_words);
+    cuda::DeviceBuffer<float> partials(sizes.partial_elements);
+    const auto run = [&](cuda::UpDownKernel kernel, bool highest) {
+      auto out = poisoned_bf16(static_cast<std::size_t>(rows) * hidden);
+      cuda::UpDownArgs args;
+      args.x = x.data();
+      args.packed = packed.data();
+      args.up = gated ? device_ffn.up.data() : nullptr;
+      args.down_t = device_ffn.down_t.data();
+      args.out = out.data();
+      args.rows = rows;
+      args.hidden = hidden;
+      args.padded_neurons = static_cast<int>(expected.packed.padded_neurons);
+      args.compression = kTwellUnbounded;
+      args.highest_precision = highest;
+      args.kernel = kernel;
+      args.balance_plan = plan.data();
+      args.balance_plan_words = plan.size();
+      args.balance_partials = partials.data();
+      args.balance_partial_elements = partials.size();
+      cuda::launch_twell_up_down(args, nullptr);
+      TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+      return download_bf16(out.data(), rows, hidden);
+    };
+    for (const bool highest : {false, true}) {
+      SCOPED_TRACE(highest ? "highest precision" : "default precision");
+      const Matrix whole = run(cuda::UpDownKernel::PerTokenCta, highest);
+      const Matrix balanced = run(cuda::UpDownKernel::BalancedCta, highest);
+      const TwellBalancedPieces built =
+          cuda::download_up_down_balance_plan(plan.data(), rows, sizes.extra_pieces, nullptr);
+      const TwellBalancedPieces core_plan =
+          twell_plan_balanced_pieces(expected.packed, static_cast<std::uint32_t>(sizes.extra_pieces));
+      EXPECT_EQ(built.row_entries, core_plan.row_entries);
+      EXPECT_EQ(built.row_pieces, core_plan.row_pieces);
+      EXPECT_EQ(built.extra_items, core_plan.extra_items);
+      ASSERT_FALSE(core_plan.split_rows.empty());
+      // Same rounding points as the reference's in each precision: only the order of the fp32 sums
+      // differs (TwellFfn's bounds at C = 8).
+      const Matrix& reference_out = highest ? expected_highest.out : expected.out;
+      for (const Matrix* gpu : {&whole, &balanced}) {
+        const ErrorMetrics error = compare_outputs(reference_out, *gpu);
+        EXPECT_LE(error.rel_frobenius, highest ? 2e-3 : 1e-2);
+        EXPECT_GE(error.cosine, 0.9999);
+      }
+      for (int r = 0; r < rows; ++r) {
+        if (core_plan.row_pieces[r] != 1) continue;
+        for (int d = 0; d < hidden; ++d)
+          ASSERT_EQ(whole.at(r, d), balanced.at(r, d)) << "whole row " << r << " differs at " << d;
+      }
+    }
+    // The one-warp-per-token consumer does not read the unbounded layout: refused, not misread.
+    EXPECT_THROW(run(cuda::UpDownKernel::PerTokenWarp, false), Error);
+  }
+}
 
 }  // namespace
 }  // namespace twell::test

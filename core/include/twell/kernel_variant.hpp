@@ -25,9 +25,9 @@ struct KernelVariant {
 /// signatures ("nvjet_tst_128x256", "cpu:gate_pack") come back whole.
 std::string_view kernel_function_name(std::string_view demangled);
 
-/// The variant that produced `record`: the one named by the record's function name, else the
-/// library variant of the record's op. Null when none does, and for records that are not single
-/// kernels (regions timed with CUDA events, copies).
+/// The variant that produced `record`: the one named by the record's function name (of the record's
+/// op where several are), else the library variant of the record's op. Null when none does, and for records
+/// that are not single kernels (regions timed with CUDA events, copies).
 const KernelVariant* find_kernel_variant(const std::vector<KernelVariant>& variants,
                                          const KernelRecord& record);
 

@@ -42,10 +42,29 @@ const char* to_string(GateKernel kernel) noexcept;  ///< "auto", "portable", "sm
 /// carries sm_90a machine code (probed once per device).
 bool gate_kernel_sm90_available(int device);
 
+/// What FfnRunner::twell does with the rows whose tiles overflowed capacity. Both run on a
+/// high-priority side stream beside the consumer (which skips those rows), joined back before the
+/// FFN returns.
+enum class OverflowRoute {
+  Auto,   ///< Dense until the sparse route is measured faster on a GPU
+  Dense,  ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
+  Sparse  ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
+          ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
+          ///< overflows, and consumed by the balanced consumer: up and down rows are read only where a
+          ///< row is live. Up to kMaxSparseOverflowRows rows; more run Dense.
+};
+const char* to_string(OverflowRoute route) noexcept;  ///< "auto", "dense", "sparse"
+
+/// The most overflowing rows the sparse route takes in one call (not yet measured; an estimate): its
+/// workspace is about 64 KiB a row at D 2048, N 5632, and its time grows with every row's
+/// non-zeros, where the dense GEMMs over a few hundred rows still cost about one read of the weights.
+constexpr int kMaxSparseOverflowRows = 256;
+
 /// The kernels FfnRunner::twell uses; Auto picks the fastest measured one that applies.
 struct TwellKernels {
   GateKernel gate = GateKernel::Auto;
   UpDownKernel up_down = UpDownKernel::Auto;
+  OverflowRoute overflow = OverflowRoute::Auto;
 };
 
 /// Runs FFNs on one stream. Not thread-safe; one per backend. Workspaces grow to the largest M seen.
@@ -64,7 +83,8 @@ class FfnRunner {
              const __nv_bfloat16** gate_preactivation = nullptr);
 
   /// TwELL: gate GEMM with the ReLU + pack epilogue, then the fused up/down consumer; rows whose
-  /// tiles overflowed capacity are recomputed densely. Tagged gate_pack / up_down / overflow_dense.
+  /// tiles overflowed capacity take the OverflowRoute of set_twell_kernels. Tagged gate_pack /
+  /// up_down, then overflow_dense or overflow_sparse where a row overflowed.
   /// The overflow row count is left on the device; read it with last_overflow_rows().
   /// The activation is always ReLU (TwELL's packing predicate). Non-gated when weights.gate is null.
   /// The host waits for the gate kernel (not for the consumer, which keeps the GPU busy meanwhile)
@@ -75,7 +95,8 @@ class FfnRunner {
   /// Selects the TwELL kernels of later twell() calls (default: Auto for both). Requesting Sm90 where
   /// it is unavailable makes twell() throw twell::Error (Kind::Unsupported).
   void set_twell_kernels(const TwellKernels& kernels);
-  /// The kernels the last twell() call ran, Auto resolved.
+  /// The kernels the last twell() call ran, Auto resolved (the overflow route: the one that ran, or
+  /// where no row overflowed, the one that would have for a few rows).
   TwellKernels last_twell_kernels() const;
 
   /// Rows recomputed densely by the last twell() call (synchronises the stream).
@@ -94,6 +115,8 @@ class FfnRunner {
   cudaStream_t stream() const;
 
  private:
+  void consume_overflow_sparsely(const FfnDeviceWeights& weights, const FfnOptions& options, GateKernel gate,
+                                 cudaStream_t side);
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

@@ -13,13 +13,17 @@
 namespace twell::cuda {
 
 struct PackDenseArgs {
-  const __nv_bfloat16* preactivations = nullptr;  ///< [rows, pitch] row-major, the first `neurons` used
-  int rows = 0;                                   ///< M >= 1
-  int neurons = 0;                                ///< N <= 65536; padded to 256 (padding never fires)
-  int pitch = 0;                                  ///< elements between rows, >= neurons
-  std::uint32_t compression = 8;                  ///< C in {8, 4, 2}
-  std::uint32_t* packed = nullptr;                ///< [rows, padded_neurons / C]
-  TwellOverflowState overflow;                    ///< zeroed by the caller; rows and tiles counted
+  const __nv_bfloat16* preactivations = nullptr;  ///< [*, pitch] row-major, the first `neurons` used
+  /// Optional: packed row r comes from pre-activation row source_rows[r] (null: from row r).
+  const std::uint32_t* source_rows = nullptr;
+  int rows = 0;                     ///< M >= 1 packed rows
+  int neurons = 0;                  ///< N <= 65536; padded to 256 (padding never fires)
+  int pitch = 0;                    ///< elements between rows, >= neurons
+  std::uint32_t compression = 8;    ///< C in {8, 4, 2}, or kTwellUnbounded
+  std::uint32_t* packed = nullptr;  ///< [rows, tiles * twell_slots_per_tile(C)]
+  /// Zeroed by the caller; rows and tiles counted. Unused (may be null) in the unbounded layout,
+  /// where no tile overflows.
+  TwellOverflowState overflow;
 };
 
 /// A value is stored iff it is > 0, in ascending column order within its 256-column tile: the

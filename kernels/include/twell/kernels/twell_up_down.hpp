@@ -28,15 +28,15 @@ const char* to_string(UpDownKernel kernel) noexcept;
 
 struct UpDownArgs {
   const __nv_bfloat16* x = nullptr;          ///< [rows, hidden]; gated only
-  const std::uint32_t* packed = nullptr;     ///< [rows, padded_neurons / C]
+  const std::uint32_t* packed = nullptr;     ///< [rows, tiles * twell_slots_per_tile(C)]
   const __nv_bfloat16* up = nullptr;         ///< [N, hidden]; null selects the non-gated consumer
   const __nv_bfloat16* down_t = nullptr;     ///< [N, hidden] = down^T
   const std::uint32_t* row_flags = nullptr;  ///< rows flagged here are skipped (recomputed densely)
   __nv_bfloat16* out = nullptr;              ///< [rows, hidden]
   int rows = 0;
-  int hidden = 0;          ///< a multiple of 64, at most 8192
-  int padded_neurons = 0;  ///< a multiple of 256
-  std::uint32_t compression = 8;
+  int hidden = 0;                  ///< a multiple of 64, at most 8192
+  int padded_neurons = 0;          ///< a multiple of 256
+  std::uint32_t compression = 8;   ///< C in {8, 4, 2}, or kTwellUnbounded (the CTA kernels only)
   bool highest_precision = false;  ///< fp32 products and h instead of bf16 (TWELL_SPEC §2.5)
   UpDownKernel kernel = UpDownKernel::Auto;
   /// BalancedCta: the workspace of the plan that cuts tokens into pieces of about equal non-zeros, one

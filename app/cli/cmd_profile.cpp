@@ -21,6 +21,7 @@
 #include "twell/report_io.hpp"
 #include "twell/session.hpp"
 #include "twell/tokens.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell::cli {
 namespace {
@@ -41,6 +42,7 @@ struct ProfileArguments {
   bool no_end_to_end = false;
   bool no_flush_l2 = false;
   bool highest_precision = false;
+  std::string twell_kernels = "auto";
   std::optional<double> dispatch_break_even;
   std::uint32_t map_rows = 256, map_cols = 512;
   std::string out;
@@ -180,6 +182,10 @@ void run_profile(const ProfileArguments& a) {
   config.paths = a.paths;
   config.compression = a.compression;
   config.highest_precision = a.highest_precision;
+  config.twell_kernels = parse_twell_kernel_request(a.twell_kernels);
+  if (!config.twell_kernels.is_auto())
+    std::fprintf(stderr, "twellscope-cli: TwELL kernels %s (gate/up_down/overflow), as asked\n",
+                 to_string(config.twell_kernels).c_str());
   config.warmup = a.warmup;
   config.repetitions = a.repetitions;
   config.layers = layers;
@@ -281,6 +287,20 @@ void add_profile_command(CLI::App& app) {
   command->add_flag("--no-end-to-end", a->no_end_to_end, "Skip the end-to-end forwards");
   command->add_flag("--no-flush-l2", a->no_flush_l2, "Keep the L2 cache warm between timed repetitions");
   command->add_flag("--highest-precision", a->highest_precision, "All-fp32 up/down products in TwELL");
+  command
+      ->add_option("--twell-kernels", a->twell_kernels,
+                   "TwELL kernels as gate[/up_down[/overflow]], e.g. sm90/balanced_cta/sparse (CUDA backend; "
+                   "parts left out are auto; `devices --kernels` describes them). The dispatch's "
+                   "break-even was measured with the auto kernels")
+      ->check([](const std::string& text) {
+        try {
+          parse_twell_kernel_request(text);
+          return std::string();
+        } catch (const Error& error) {
+          return std::string(error.what());
+        }
+      })
+      ->capture_default_str();
   command
       ->add_option("--dispatch-break-even", a->dispatch_break_even,
                    "Density (a fraction, e.g. 0.013 for 1.3 %) below which the per-layer dispatch runs a "

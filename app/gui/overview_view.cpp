@@ -64,6 +64,8 @@ QList<QPair<QString, QString>> summaryRows(const ReportDocument& document) {
           .arg(r.config.warmup)
           .arg(r.config.repetitions)
           .arg(r.config.highest_precision ? QObject::tr(", fp32 products") : QString()));
+  if (!r.config.twell_kernels.is_auto())
+    add(QObject::tr("TwELL kernels"), QString::fromStdString(twell::to_string(r.config.twell_kernels)));
   add(QObject::tr("End to end, dense"), tokensPerMs(o.dense_tokens_per_ms));
   add(QObject::tr("End to end, TwELL"), tokensPerMs(o.twell_tokens_per_ms));
   add(QObject::tr("End-to-end speedup"), formatOptional(o.end_to_end_speedup, formatSpeedup));

@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "twell/activation_summary.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twellscope {
 namespace {
@@ -76,6 +77,22 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   for (std::uint32_t c : twell::kCompressionFactors)
     m_compression->addItem(tr("C=%1 (tile capacity %2)").arg(c).arg(twell::twell_tile_capacity(c)), c);
   m_highestPrecision = new QCheckBox(tr("fp32 up/down products"), this);
+  // The CUDA backend's TwELL kernels by name (`twellscope-cli devices --kernels` describes them);
+  // auto lets it pick the fastest measured on the device.
+  const auto kernelChoice = [this](std::span<const std::string_view> names, const QString& tip) {
+    auto* box = new QComboBox(this);
+    for (std::string_view name : names) box->addItem(QString::fromUtf8(name.data(), qsizetype(name.size())));
+    box->setToolTip(tip);
+    return box;
+  };
+  m_gateKernel = kernelChoice(twell::twell_gate_kernel_names(), tr("The gate GEMM + pack kernel"));
+  m_upDownKernel = kernelChoice(twell::twell_up_down_kernel_names(), tr("The fused up/down consumer"));
+  m_overflowRoute =
+      kernelChoice(twell::twell_overflow_route_names(), tr("What happens to rows that overflow a tile"));
+  auto* kernels = new QHBoxLayout;
+  kernels->addWidget(m_gateKernel);
+  kernels->addWidget(m_upDownKernel);
+  kernels->addWidget(m_overflowRoute);
   m_warmup = spinBox(this, 0, 100, int(defaults.warmup));
   m_repetitions = spinBox(this, 1, 1000, int(defaults.repetitions));
   auto* reps = new QHBoxLayout;
@@ -113,6 +130,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Paths"), paths);
   form->addRow(tr("TwELL"), m_compression);
   form->addRow(QString(), m_highestPrecision);
+  form->addRow(tr("TwELL kernels"), kernels);
   form->addRow(tr("Repetitions"), reps);
   form->addRow(QString(), m_endToEnd);
   form->addRow(tr("Dispatch below"), m_dispatchBreakEven);
@@ -162,6 +180,9 @@ RunRequest RunPanel::request() const {
   if (m_twell->isChecked()) r.config.paths.push_back("twell");
   r.config.compression = m_compression->currentData().toUInt();
   r.config.highest_precision = m_highestPrecision->isChecked();
+  r.config.twell_kernels.gate = m_gateKernel->currentText().toStdString();
+  r.config.twell_kernels.up_down = m_upDownKernel->currentText().toStdString();
+  r.config.twell_kernels.overflow = m_overflowRoute->currentText().toStdString();
   r.config.warmup = std::uint32_t(m_warmup->value());
   r.config.repetitions = std::uint32_t(m_repetitions->value());
   r.config.end_to_end = m_endToEnd->isChecked();
@@ -195,6 +216,16 @@ void RunPanel::setBackend(twell::runtime::BackendChoice choice) {
 
 void RunPanel::setDispatchBreakEven(std::optional<double> density) {
   m_dispatchBreakEven->setValue(density ? *density * 100.0 : 0.0);
+}
+
+void RunPanel::setTwellKernels(const twell::TwellKernelRequest& kernels) {
+  const auto select = [](QComboBox* box, const std::string& name) {
+    const int index = box->findText(QString::fromStdString(name));
+    if (index >= 0) box->setCurrentIndex(index);
+  };
+  select(m_gateKernel, kernels.gate);
+  select(m_upDownKernel, kernels.up_down);
+  select(m_overflowRoute, kernels.overflow);
 }
 
 QString RunPanel::statusText() const {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "run_controller.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 class QCheckBox;
 class QComboBox;
@@ -33,6 +34,8 @@ class RunPanel : public QWidget {
   void setBackend(twell::runtime::BackendChoice choice);
   /// The density (a fraction) below which the dispatch runs a layer on TwELL; empty: the device's.
   void setDispatchBreakEven(std::optional<double> density);
+  /// The TwELL kernels by name; a name the boxes do not offer leaves that box as it was.
+  void setTwellKernels(const twell::TwellKernelRequest& kernels);
   QPushButton* runButton() const { return m_run; }
   QPushButton* cancelButton() const { return m_cancel; }
   QProgressBar* progressBar() const { return m_progress; }
@@ -55,6 +58,7 @@ class RunPanel : public QWidget {
   QLineEdit* m_model;
   QSpinBox *m_batch, *m_sequence, *m_seed, *m_warmup, *m_repetitions, *m_device;
   QComboBox *m_tokenSource, *m_compression, *m_backend;
+  QComboBox *m_gateKernel, *m_upDownKernel, *m_overflowRoute;  ///< TwELL kernels by name, "auto" first
   QDoubleSpinBox* m_dispatchBreakEven;  ///< percent; its minimum (0) means the device's
   QLineEdit* m_tokenFile;
   QPushButton* m_tokenBrowse;

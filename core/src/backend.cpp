@@ -28,6 +28,14 @@ void ForwardOptions::check_layer_paths(std::size_t layer_count) const {
                                                " layers, but the model has " + std::to_string(layer_count));
 }
 
+// A backend with one kernel per FFN stage (the CPU reference) has nothing to choose between.
+void Backend::check_ffn_options(const FfnOptions& options) const {
+  if (!options.twell_kernels.is_auto())
+    throw Error(Error::Kind::Unsupported, "TwELL kernels " + to_string(options.twell_kernels) +
+                                              " were requested, but the " + device().kernel_family +
+                                              " backend runs one kernel per FFN stage (only auto applies)");
+}
+
 std::optional<FfnBreakEven> Backend::ffn_break_even(std::size_t /*tokens*/,
                                                     const FfnOptions& /*options*/) const {
   return std::nullopt;

@@ -71,6 +71,7 @@ std::string export_markdown(const Report& report) {
            (report.model.activation.reason.empty() ? "" : " (" + report.model.activation.reason + ")")},
       {"tokens", std::to_string(c.batch) + " x " + std::to_string(c.sequence) + " from " + c.token_source},
       {"run", "paths " + join(c.paths, ", ") + "; C=" + std::to_string(c.compression) + "; " +
+                  (c.twell_kernels.is_auto() ? "" : "TwELL kernels " + to_string(c.twell_kernels) + "; ") +
                   std::to_string(c.warmup) + " warm-up + " + std::to_string(c.repetitions) +
                   " timed repetitions (median)" + (c.flush_l2 ? "; L2 flushed between repetitions" : "")},
   };

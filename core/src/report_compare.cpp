@@ -73,6 +73,7 @@ void add_caveats(const Report& a, const Report& b, ReportComparison& out) {
              b.config.token_source);
   differ("compression factor", "C=" + std::to_string(a.config.compression),
          "C=" + std::to_string(b.config.compression));
+  differ("TwELL kernels", to_string(a.config.twell_kernels), to_string(b.config.twell_kernels));
   // The dispatch forwards of two reports compare different layer choices under different thresholds.
   auto break_even = [](const Report& r) {
     return r.dispatch_break_even ? text::percent(r.dispatch_break_even->density, 2) : std::string("none");

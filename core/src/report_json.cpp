@@ -84,6 +84,7 @@ json profile_config_json(const ProfileConfig& config) {
               {"endToEnd", config.end_to_end},
               {"mapShape", {{"maxRows", config.map_shape.max_rows}, {"maxCols", config.map_shape.max_cols}}}};
   if (config.dispatch_break_even) out["dispatchBreakEven"] = real(*config.dispatch_break_even);
+  if (!config.twell_kernels.is_auto()) out["twellKernels"] = to_string(config.twell_kernels);
   return out;
 }
 

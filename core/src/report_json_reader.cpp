@@ -11,6 +11,7 @@
 #include "json_reader.hpp"
 #include "twell/error.hpp"
 #include "twell/report_io.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell {
 namespace {
@@ -103,6 +104,13 @@ ProfileConfig read_profile_config(const Node& node) {
     config.dispatch_break_even = break_even->real();
     if (!is_settable_break_even(*config.dispatch_break_even))
       break_even->fail("a break-even density is a fraction in (0, 1)");
+  }
+  if (auto kernels = node.find("twellKernels")) {
+    try {
+      config.twell_kernels = parse_twell_kernel_request(kernels->string());
+    } catch (const Error& error) {
+      kernels->fail(error.what());
+    }
   }
   return config;
 }

@@ -32,6 +32,7 @@ FfnOptions ffn_options(const ProfileConfig& config) {
   FfnOptions options;
   options.compression = config.compression;
   options.highest_precision = config.highest_precision;
+  options.twell_kernels = config.twell_kernels;
   return options;
 }
 
@@ -175,6 +176,7 @@ Report Session::run(const ProfileConfig& requested, const TokenBatch& tokens,
       std::find(config.paths.begin(), config.paths.end(), "twell") != config.paths.end();
 
   const FfnOptions ffn = ffn_options(config);
+  m_backend.check_ffn_options(ffn);  // before anything runs: kernels this backend or device lacks
   data.break_even = run_break_even(config, m_backend, tokens.count(), ffn);
   // The dispatch forward needs both paths measured and a break-even to choose between them by.
   std::vector<std::string>& forward_paths = data.forward_paths;

@@ -96,6 +96,7 @@ std::uint64_t CudaBackend::run_ffn(std::size_t layer, FfnPath path, const FfnOpt
     m_ffn->dense(ffn_weights(layer), m_activation, x, rows, out, tracer, ffn_tag, gate_preactivation);
     return 0;
   }
+  m_ffn->set_twell_kernels(twell_kernels_from_request(options.twell_kernels));
   m_ffn->twell(ffn_weights(layer), options, x, rows, out, tracer, ffn_tag);
   return m_ffn->last_overflow_rows();
 }
@@ -169,6 +170,23 @@ std::optional<FfnBreakEven> CudaBackend::ffn_break_even(std::size_t tokens, cons
                        static_cast<int>(m_config.hidden_size), static_cast<int>(m_config.intermediate_size),
                        options.compression, m_config.gated_mlp};
   return twell_break_even(shape, m_device);
+}
+
+void CudaBackend::check_ffn_options(const FfnOptions& options) const {
+  require_loaded("check_ffn_options");
+  const TwellKernels kernels = twell_kernels_from_request(options.twell_kernels);
+  const std::string requested = "TwELL kernels " + to_string(options.twell_kernels) + ": ";
+  if (kernels.gate == GateKernel::Sm90 && !gate_kernel_sm90_available(m_device))
+    throw Error(Error::Kind::Unsupported, requested +
+                                              "the sm90 gate needs compute capability 9.0 and an "
+                                              "sm_90a build; this device is " +
+                                              m_info.name + " (" + m_info.kernel_family + ")");
+  if (resolve_up_down_kernel(kernels.up_down, m_config.hidden_size) == UpDownKernel::PerTokenWarp &&
+      !up_down_per_token_warp_supported(m_config.hidden_size))
+    throw Error(Error::Kind::Unsupported, requested +
+                                              "the per_token_warp consumer needs hidden <= 2048; this "
+                                              "model's is " +
+                                              std::to_string(m_config.hidden_size));
 }
 
 void CudaBackend::flush_cache() {

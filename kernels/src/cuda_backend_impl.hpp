@@ -68,6 +68,7 @@ class CudaBackend final : public Backend {
   ErrorMetrics compare_layer_ffn_outputs(FfnPath reference, FfnPath candidate) override;
   Matrix ffn(std::size_t layer, const Matrix& input, FfnPath path, const FfnOptions& options) override;
   std::optional<FfnBreakEven> ffn_break_even(std::size_t tokens, const FfnOptions& options) const override;
+  void check_ffn_options(const FfnOptions& options) const override;
   void* native_stream() const override { return m_stream.get(); }
   void flush_cache() override;
 

@@ -100,6 +100,29 @@ const char* to_string(OverflowRoute route) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// The value of `Kind` whose to_string is `name`: core's vocabulary and the enums must agree.
+template <typename Kind, std::size_t Count>
+Kind kind_named(const std::string& name, const Kind (&kinds)[Count], const char* what) {
+  for (Kind kind : kinds)
+    if (name == to_string(kind)) return kind;
+  throw Error(Error::Kind::Internal, std::string("TwELL kernels: no ") + what + " is named \"" + name + "\"");
+}
+
+}  // namespace
+
+TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
+  constexpr GateKernel kGates[] = {GateKernel::Auto, GateKernel::Portable, GateKernel::Sm90,
+                                   GateKernel::CublasPack};
+  constexpr UpDownKernel kConsumers[] = {UpDownKernel::Auto, UpDownKernel::PerTokenCta,
+                                         UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp};
+  constexpr OverflowRoute kRoutes[] = {OverflowRoute::Auto, OverflowRoute::Dense, OverflowRoute::Sparse};
+  return {kind_named(request.gate, kGates, "gate kernel"),
+          kind_named(request.up_down, kConsumers, "up/down kernel"),
+          kind_named(request.overflow, kRoutes, "overflow route")};
+}
+
 const char* to_string(GateKernel kernel) noexcept {
   switch (kernel) {
     case GateKernel::Auto:

@@ -33,6 +33,7 @@
 #include "twell/kernels/stream.hpp"
 #include "twell/kernels/transformer_ops.hpp"
 #include "twell/tokens.hpp"
+#include "twell/twell_kernel_request.hpp"
 #include "twell/version.hpp"
 
 namespace {
@@ -43,6 +44,7 @@ struct Settings {
   int warmup = 5, repetitions = 20;
   std::uint64_t seed = 0;
   std::uint32_t compression = 8;
+  twell::TwellKernelRequest twell_kernels;
   bool breakdown = true, statistics = true, attention = true;
   std::string output;
 };
@@ -56,6 +58,18 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--seed", s.seed, "token sampling seed");
   app.add_option("--compression", s.compression, "TwELL compression factor C")
       ->check(CLI::IsMember({2, 4, 8}));
+  app.add_option_function<std::string>(
+         "--twell-kernels",
+         [&s](const std::string& text) { s.twell_kernels = twell::parse_twell_kernel_request(text); },
+         "TwELL kernels as gate[/up_down[/overflow]] (default auto)")
+      ->check([](const std::string& text) {
+        try {
+          twell::parse_twell_kernel_request(text);
+          return std::string();
+        } catch (const twell::Error& error) {
+          return std::string(error.what());
+        }
+      });
   app.add_flag("--no-breakdown{false}", s.breakdown, "skip the per-operation breakdown");
   app.add_flag("--no-statistics{false}", s.statistics,
                "skip the activation statistics, and with them the per-layer dispatch forward");
@@ -135,6 +149,7 @@ twell::ForwardOptions forward_options(twell::FfnPath path, const Settings& setti
   twell::ForwardOptions options;
   options.ffn_path = path;
   options.ffn.compression = settings.compression;
+  options.ffn.twell_kernels = settings.twell_kernels;
   return options;
 }
 
@@ -215,6 +230,7 @@ int run(const Settings& settings, int argc, char** argv) {
   std::cerr << "loading " << settings.checkpoint << " onto " << device.name << "\n";
   const auto load_start = std::chrono::steady_clock::now();
   backend->load(checkpoint);
+  backend->check_ffn_options(forward_options(twell::FfnPath::Twell, settings).ffn);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const twell::TokenBatch tokens = twell::random_tokens(
       settings.batch, settings.sequence, static_cast<std::uint32_t>(config.vocab_size), settings.seed);
@@ -290,7 +306,8 @@ int run(const Settings& settings, int argc, char** argv) {
         {"token_ids", tokens.source},
         {"warmup", settings.warmup},
         {"repetitions", settings.repetitions},
-        {"compression", settings.compression}}},
+        {"compression", settings.compression},
+        {"twell_kernels", twell::to_string(settings.twell_kernels)}}},
       {"load_seconds", load_s},
       {"results", results}};
   if (settings.statistics) document["ffn_density"] = density;

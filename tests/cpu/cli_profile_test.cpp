@@ -269,6 +269,8 @@ TEST_F(CliProfile, ProfileFailuresWriteNoReport) {
   expect_failure(quoted(model()) + " --layers 1-x", 3, "--layers");
   expect_failure(quoted(model()) + " -C 3", 2, "--compression: 3 not in {8,4,2}");
   expect_failure(quoted(model()) + " --paths dense,sparse", 2, "--paths");
+  expect_failure(quoted(model()) + " --twell-kernels sm90/fast", 2, "\"fast\" is not an up/down kernel");
+  expect_failure(quoted(model()) + " --twell-kernels auto/balanced_cta", 4, "one kernel per FFN stage");
 
   const auto missing_dir = run_command(
       cli("profile " + quoted(model()) + " --backend cpu --out " + quoted(dir() / "no-dir" / "r.json")));

@@ -60,6 +60,7 @@ TEST(ReportCompare, NamesWhatDiffersBetweenTheRunsAndMissingLayers) {
   b.tracer = {"cpu-clock", "cpu", "", false};
   b.device = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};
   b.config.compression = 4;
+  b.config.twell_kernels.overflow = "sparse";
   b.dispatch_break_even = twell::FfnBreakEven{0.013, false, "set for this run"};
   b.layers.pop_back();
   b.config.layers = {0, 1};
@@ -73,6 +74,7 @@ TEST(ReportCompare, NamesWhatDiffersBetweenTheRunsAndMissingLayers) {
   EXPECT_TRUE(has("device differs: NVIDIA H200 [cuda] (A) vs Some CPU [cpu] (B)"));
   EXPECT_TRUE(has("compression factor differs: C=8 (A) vs C=4 (B)"));
   EXPECT_TRUE(has("dispatch break-even differs: none (A) vs 1.30% (B)"));
+  EXPECT_TRUE(has("TwELL kernels differs: auto (A) vs auto/auto/sparse (B)"));
   EXPECT_TRUE(has("layers only in A: 2"));
   ASSERT_EQ(c.layers.size(), 3u);
   EXPECT_TRUE(c.layers[2].in_a);

@@ -62,10 +62,14 @@ twell::Report golden_report() {
   const twell::EndToEndPath& twell_forward = report.end_to_end.at(1);
   report.end_to_end.push_back(
       {twell::kDispatchForwardPath, twell_forward.forward, twell_forward.tokens_per_ms});
+  report.config.twell_kernels = {"sm90", "auto", "sparse"};
   return report;
 }
 
 const std::filesystem::path kGoldenPath =
+    std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.4.json";
+// Written by 1.3 writers (before config.twellKernels).
+const std::filesystem::path kGolden13Path =
     std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.3.json";
 // Written by 1.2 writers (before the kernel variants).
 const std::filesystem::path kGolden12Path =
@@ -153,6 +157,16 @@ TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
   EXPECT_FALSE(parsed.dispatch_break_even);
 }
 
+TEST(ReportIo, AVersion13ReportReadsAsAutoKernels) {
+  twell::Report expected = golden_report();
+  expected.schema_minor = 3;
+  expected.config.twell_kernels = {};
+  const twell::Report parsed =
+      twell::parse_report(twell::test::read_file(kGolden13Path), kGolden13Path.string());
+  EXPECT_EQ(parsed, expected);
+  EXPECT_TRUE(parsed.config.twell_kernels.is_auto());
+}
+
 TEST(ReportIo, AVersion11ReportStillReads) {
   twell::Report expected = golden_11_report();
   expected.schema_minor = 1;
@@ -167,6 +181,7 @@ TEST(ReportIo, AVersion12ReportStillReadsWithoutKernelVariants) {
   twell::Report expected = golden_report();
   expected.schema_minor = 2;
   expected.kernel_variants.clear();
+  expected.config.twell_kernels = {};
   const twell::Report parsed =
       twell::parse_report(twell::test::read_file(kGolden12Path), kGolden12Path.string());
   EXPECT_EQ(parsed, expected);
@@ -276,6 +291,14 @@ TEST(ReportIo, WrongTypesNameTheJsonPath) {
   document = good_document();
   document["config"]["paths"] = "dense";
   EXPECT_EQ(document_error(document), "r.json: $.config.paths: expected an array, found a string");
+
+  document = good_document();
+  document["config"]["twellKernels"] = "sm90/fastest";
+  EXPECT_NE(document_error(document).find(
+                "$.config.twellKernels: TwELL kernels: \"fastest\" is not an up/down kernel (one of auto, "
+                "per_token_cta, balanced_cta, per_token_warp)"),
+            std::string::npos)
+      << document_error(document);
 
   document = good_document();
   document["tracer"]["clock"] = "wall";

@@ -423,6 +423,22 @@ TEST(Session, RejectsBadConfigurations) {
                    "is not a density fraction in (0, 1)");
 }
 
+TEST(Session, TwellKernelsTheBackendCannotChooseAreRefusedBeforeAnythingRuns) {
+  SessionFixture f;
+  f.config.twell_kernels.overflow = "sparse";
+  try {
+    f.run();
+    ADD_FAILURE() << "a backend without kernel choices accepted a kernel request";
+  } catch (const twell::Error& e) {
+    EXPECT_EQ(e.kind(), twell::Error::Kind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("TwELL kernels auto/auto/sparse were requested, but the "
+                                         "hopper-sm90a backend runs one kernel per FFN stage"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(f.backend.forwards, 0);
+}
+
 TEST(Session, AFailurePartWayKeepsTheReportOfTheFinishedLayers) {
   SessionFixture f;
   f.backend.fail_in_layer = 2;

@@ -9,8 +9,10 @@
 
 #include "runtime.hpp"
 #include "test_support.hpp"
+#include "twell/kernel_variant.hpp"
 #include "twell/model_generator.hpp"
 #include "twell/report_io.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace {
 
@@ -23,9 +25,9 @@ std::string quoted(const fs::path& path) {
   return text;
 }
 
-void profile_preset_on_cuda(const std::string& preset, const std::string& extra_arguments) {
-  if (twell::runtime::cuda_devices().empty())
-    GTEST_SKIP() << "no CUDA device: " << twell::runtime::no_cuda_reason();
+// The report is left in `kept` when given (ASSERT_* needs a void function).
+void profile_preset_on_cuda(const std::string& preset, const std::string& extra_arguments,
+                            twell::Report* kept = nullptr) {
   twell::test::TempDir dir("twellscope-gpu-profile");
   twell::GeneratorOptions options;
   options.preset = preset;
@@ -57,8 +59,8 @@ void profile_preset_on_cuda(const std::string& preset, const std::string& extra_
   EXPECT_FALSE(report.kernels.empty());
   // Every kernel of an FFN op is one the report describes (a kernel added to the FFN without a
   // line in kernels/src/kernel_registry.cpp fails here).
-  const std::set<std::string> ffn_ops = {"gate_up",   "act_mul", "down",
-                                         "gate_pack", "up_down", "overflow_dense"};
+  const std::set<std::string> ffn_ops = {"gate_up", "act_mul",        "down",           "gate_pack",
+                                         "up_down", "overflow_dense", "overflow_sparse"};
   for (const auto& record : report.timeline)
     if (record.kind == "kernel" && ffn_ops.count(record.tag.op))
       EXPECT_NE(twell::find_kernel_variant(report.kernel_variants, record), nullptr)
@@ -80,14 +82,55 @@ void profile_preset_on_cuda(const std::string& preset, const std::string& extra_
   EXPECT_LT(report.dispatch_break_even->density, 1.0);
   EXPECT_FALSE(report.dispatch_break_even->basis.empty());
   EXPECT_NE(result.output.find("Dispatch: TwELL in "), std::string::npos) << result.output;
+  if (kept != nullptr) *kept = report;
 }
+
+#define TWELL_REQUIRE_CLI_CUDA()              \
+  if (twell::runtime::cuda_devices().empty()) \
+  GTEST_SKIP() << "no CUDA device: " << twell::runtime::no_cuda_reason()
 
 }  // namespace
 
 TEST(CliProfileGpu, TinyPresetOnCudaWithCupti) {
+  TWELL_REQUIRE_CLI_CUDA();
   profile_preset_on_cuda("tiny", "--batch 2 --seq 64");
 }
 
 TEST(CliProfileGpu, SparseLm05bPresetOnCudaWithCupti) {
+  TWELL_REQUIRE_CLI_CUDA();
   profile_preset_on_cuda("sparselm-0.5b", "--batch 4 --seq 512 --warmup 2 --reps 5");
+}
+
+// The kernels asked for are the kernels that ran: the cuBLAS gate + pack pass and one CTA per token
+// where Auto would pick others, and the sparse overflow route.
+TEST(CliProfileGpu, TheTwellKernelsAskedForAreTheOnesTimed) {
+  TWELL_REQUIRE_CLI_CUDA();
+  twell::Report report;
+  profile_preset_on_cuda(
+      "sparselm-0.5b",
+      "--batch 4 --seq 512 --warmup 1 --reps 2 --twell-kernels cublas_pack/per_token_cta/sparse", &report);
+  ASSERT_FALSE(report.layers.empty());
+  EXPECT_EQ(twell::to_string(report.config.twell_kernels), "cublas_pack/per_token_cta/sparse");
+  std::set<std::string> twell_functions;
+  for (const auto& record : report.timeline)
+    if (record.kind == "kernel" && (record.tag.op == "gate_pack" || record.tag.op == "up_down"))
+      twell_functions.insert(std::string(twell::kernel_function_name(record.name)));
+  EXPECT_TRUE(twell_functions.count("twell_pack_dense_kernel")) << "the cuBLAS gate's pack pass did not run";
+  EXPECT_TRUE(twell_functions.count("twell_up_down_kernel"));
+  for (const char* absent : {"twell_gate_pack_sm90_kernel", "twell_gate_pack_kernel",
+                             "count_row_entries_kernel", "plan_pieces_kernel", "twell_up_down_warp_kernel"})
+    EXPECT_FALSE(twell_functions.count(absent)) << absent << " ran, but was not asked for";
+  // Layers whose few overflowing rows the sparse route takes time it instead of a dense pass.
+  for (const auto& layer : report.layers) {
+    const twell::PathTiming* twell_path = layer.find_path("twell");
+    ASSERT_NE(twell_path, nullptr);
+    if (twell_path->overflow_rows == 0 || twell_path->overflow_rows > 256) continue;
+    bool sparse = false, dense = false;
+    for (const auto& record : report.timeline) {
+      if (record.tag.layer != layer.index || record.tag.path != "twell") continue;
+      sparse = sparse || record.tag.op == "overflow_sparse";
+      dense = dense || record.tag.op == "overflow_dense";
+    }
+    EXPECT_TRUE(sparse && !dense) << "layer " << layer.index << ": " << twell_path->overflow_rows << " rows";
+  }
 }

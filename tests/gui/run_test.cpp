@@ -95,6 +95,25 @@ TEST_F(GuiTest, ABreakEvenSetInThePanelRunsTheDispatchForward) {
   EXPECT_FALSE(panel->request().config.dispatch_break_even);
 }
 
+TEST_F(GuiTest, TwellKernelsOtherThanAutoAreRefusedByTheCpuBackendInTheBanner) {
+  RunPanel* panel = window->runPanel();
+  configureTinyRun(panel, 1, 32, 1);
+  EXPECT_TRUE(panel->request().config.twell_kernels.is_auto());
+  twell::TwellKernelRequest kernels;
+  kernels.up_down = "balanced_cta";
+  kernels.overflow = "sparse";
+  panel->setTwellKernels(kernels);
+  EXPECT_EQ(panel->request().config.twell_kernels, kernels);
+  QSignalSpy failed(window->runController(), &RunController::failed);
+  QTest::mouseClick(panel->runButton(), Qt::LeftButton);
+  ASSERT_TRUE(failed.wait(30000));
+  EXPECT_TRUE(window->banner()->text().contains(QStringLiteral("one kernel per FFN stage")))
+      << window->banner()->text().toStdString();
+  EXPECT_TRUE(panel->runButton()->isEnabled());
+  panel->setTwellKernels({});
+  EXPECT_TRUE(panel->request().config.twell_kernels.is_auto());
+}
+
 TEST_F(GuiTest, CancelStopsARunAndKeepsNothing) {
   RunPanel* panel = window->runPanel();
   configureTinyRun(panel, 4, 256, 200);

@@ -69,6 +69,7 @@ twell::Report makeSampleReport() {
   report.config.sequence = kSampleTokens;
   report.config.token_source = "random(seed=1)";
   report.config.compression = 8;
+  report.config.twell_kernels = {"sm90", "balanced_cta", "sparse"};
 
   std::uint64_t clock_ns = 1'000'000;
   for (int layer = 0; layer < kSampleLayers; ++layer) {

@@ -53,8 +53,9 @@ TEST_F(GuiTest, OpeningAReportFillsEveryView) {
   const twell::Report expected = makeSampleReport();
 
   const QString summary = window->overview()->summaryText();
-  for (const char* part : {"Test GPU", "cupti", "100 tokens/ms", "120 tokens/ms", "1.200×", "C=8",
-                           "per-layer dispatch", "128 tokens/ms", "1.280×"})
+  for (const char* part :
+       {"Test GPU", "cupti", "100 tokens/ms", "120 tokens/ms", "1.200×", "C=8", "per-layer dispatch",
+        "128 tokens/ms", "1.280×", "TwELL kernels", "sm90/balanced_cta/sparse"})
     EXPECT_TRUE(summary.contains(QString::fromUtf8(part))) << part << "\n" << summary.toStdString();
   EXPECT_TRUE(window->overview()->warnings().join(QLatin1Char('\n')).contains(QStringLiteral("overflow")));
 

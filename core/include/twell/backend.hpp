@@ -14,6 +14,7 @@
 #include "twell/matrix.hpp"
 #include "twell/tokens.hpp"
 #include "twell/tracer.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell {
 
@@ -31,14 +32,15 @@ struct DeviceInfo {
 };
 
 struct FfnOptions {
-  std::uint32_t compression = 8;   ///< TwELL C: 8, 4 or 2
-  bool highest_precision = false;  ///< all-fp32 up/down products (TwELL)
+  std::uint32_t compression = 8;     ///< TwELL C: 8, 4 or 2
+  bool highest_precision = false;    ///< all-fp32 up/down products (TwELL)
+  TwellKernelRequest twell_kernels;  ///< the TwELL kernels to run (auto: the backend's choice)
 };
 
 struct LayerCapture {
   ActivationSummary summary;        ///< from the gate's ReLU mask
   Matrix hidden_out;                ///< residual stream after the layer, if keep_layer_hidden
-  std::uint64_t overflow_rows = 0;  ///< rows the TwELL FFN recomputed densely (TwELL path)
+  std::uint64_t overflow_rows = 0;  ///< rows that overflowed a TwELL tile (TwELL path), recomputed apart
 };
 
 struct ForwardOptions {
@@ -111,6 +113,10 @@ class Backend {
   /// than TwELL: the per-layer dispatch's threshold (ffn_dispatch.hpp). Empty where the backend has
   /// no basis for one (the default; the CPU backend, whose timings do not predict a GPU's).
   virtual std::optional<FfnBreakEven> ffn_break_even(std::size_t tokens, const FfnOptions& options) const;
+
+  /// Throws twell::Error (Kind::Unsupported) naming what this backend cannot run of `options`, e.g.
+  /// TwELL kernels it does not have or that this device cannot run; a profile checks before it starts.
+  virtual void check_ffn_options(const FfnOptions& options) const;
 
   /// The kernels this backend runs for the FFN ops, each described in a line (kernel_variant.hpp):
   /// what a report lists so that every FFN timing names the code that produced it.

@@ -10,14 +10,16 @@
 #include "twell/kernel_variant.hpp"
 #include "twell/sparsity_stats.hpp"
 #include "twell/tracer.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell {
 
 inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/report";
 inline constexpr int kReportSchemaMajor = 1;
 /// 1.1 added the dispatch break-even; 1.2 the per-layer dispatch's end-to-end forward ("dispatch")
-/// and config.dispatchBreakEven; 1.3 the backend's kernel variants ("kernelVariants").
-inline constexpr int kReportSchemaMinor = 3;
+/// and config.dispatchBreakEven; 1.3 the backend's kernel variants ("kernelVariants"); 1.4
+/// config.twellKernels (the TwELL kernels asked for, when not auto).
+inline constexpr int kReportSchemaMinor = 4;
 
 struct TimingStat {
   double median_us = 0, min_us = 0, max_us = 0;
@@ -36,7 +38,7 @@ struct PathTiming {
   std::string path;  ///< "dense" / "twell"
   TimingStat total;  ///< per repetition: sum of the path's kernels
   std::vector<OpTiming> ops;
-  std::uint64_t overflow_rows = 0;  ///< TwELL rows recomputed densely
+  std::uint64_t overflow_rows = 0;  ///< TwELL rows that overflowed a tile (recomputed apart)
   bool operator==(const PathTiming&) const = default;
 };
 
@@ -90,6 +92,8 @@ struct ProfileConfig {
   /// The break-even density (a fraction) the per-layer dispatch applies in this run instead of the
   /// backend's, e.g. this model's own crossing from an earlier profile; empty: the backend's.
   std::optional<double> dispatch_break_even;
+  /// The TwELL kernels the run asked the backend for (auto: the backend's fastest measured).
+  TwellKernelRequest twell_kernels;
   bool operator==(const ProfileConfig&) const = default;
 };
 

@@ -66,6 +66,8 @@ struct TwellKernels {
   UpDownKernel up_down = UpDownKernel::Auto;
   OverflowRoute overflow = OverflowRoute::Auto;
 };
+/// The kernels core's request names (each part a to_string name above; "auto" is Auto).
+TwellKernels twell_kernels_from_request(const TwellKernelRequest& request);
 
 /// Runs FFNs on one stream. Not thread-safe; one per backend. Workspaces grow to the largest M seen.
 class FfnRunner {

@@ -181,13 +181,6 @@ void CudaBackend::check_ffn_options(const FfnOptions& options) const {
                                               "the sm90 gate needs compute capability 9.0 and an "
                                               "sm_90a build; this device is " +
                                               m_info.name + " (" + m_info.kernel_family + ")");
-  if (kernels.up_down == UpDownKernel::PersistentBulk &&
-      !up_down_persistent_bulk_supported(m_config.hidden_size, m_device))
-    throw Error(Error::Kind::Unsupported, requested +
-                                              "the persistent_bulk consumer needs an sm_90a build on a "
-                                              "compute capability 9.0 device and hidden a multiple of 256 "
-                                              "up to 2048; this model's is " +
-                                              std::to_string(m_config.hidden_size) + " on " + m_info.name);
   if (resolve_up_down_kernel(kernels.up_down, m_config.hidden_size) == UpDownKernel::PerTokenWarp &&
       !up_down_per_token_warp_supported(m_config.hidden_size))
     throw Error(Error::Kind::Unsupported, requested +

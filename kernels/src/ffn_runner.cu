@@ -116,8 +116,7 @@ TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
   constexpr GateKernel kGates[] = {GateKernel::Auto, GateKernel::Portable, GateKernel::Sm90,
                                    GateKernel::CublasPack};
   constexpr UpDownKernel kConsumers[] = {UpDownKernel::Auto, UpDownKernel::PerTokenCta,
-                                         UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp,
-                                         UpDownKernel::PersistentBulk};
+                                         UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp};
   constexpr OverflowRoute kRoutes[] = {OverflowRoute::Auto, OverflowRoute::Dense, OverflowRoute::Sparse};
   return {kind_named(request.gate, kGates, "gate kernel"),
           kind_named(request.up_down, kConsumers, "up/down kernel"),
@@ -188,16 +187,6 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
-  if (up_down == UpDownKernel::PersistentBulk) {
-    int device = 0;
-    TWELL_CUDA_CHECK(cudaGetDevice(&device));
-    if (!up_down_persistent_bulk_supported(weights.hidden, device))
-      throw Error(
-          Error::Kind::Unsupported,
-          "TwELL FFN: the persistent bulk up/down kernel needs an sm_90a build on a compute capability "
-          "9.0 device and hidden a multiple of 256 up to 2048 (got " +
-              std::to_string(weights.hidden) + ")");
-  }
   impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
   impl.tiles_counted = gate != GateKernel::Sm90;
 

@@ -45,10 +45,6 @@ std::vector<KernelVariant> kernel_variants() {
       {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "
        "(cp.async); ballot-compacted entry list, 2 non-zeros in flight, shuffle reductions; hidden <= 2048"},
-      {"twell_up_down_bulk_kernel", kOurs, "twell", "up_down", "sm_90a (compute capability 9.0)",
-       "fused consumer, persistent CTAs: a producer warp copies each non-zero's up and down rows (and the "
-       "token's x) into a ring of shared-memory stages with cp.async.bulk, the other warps run the CTA "
-       "kernel's arithmetic on them; hidden a multiple of 256 up to 2048"},
       {"move_rows_kernel", kOurs, "twell", "overflow_dense", "any",
        "rows with an overflowing tile gathered into a dense batch, and their outputs scattered back"},
       {"cuBLASLt bf16 GEMM", kLibrary, "twell", "overflow_dense", "any",

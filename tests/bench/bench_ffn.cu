@@ -83,7 +83,7 @@ void add_options(CLI::App& app, Settings& s) {
   twell::test::add_timing_order_option(app, s.order);
   app.add_option("--variants", s.variants,
                  "TwELL kernels timed besides Auto: "
-                 "{portable,sm90,cublas_pack}/{cta,balanced,warp,bulk}[/{dense,sparse}], "
+                 "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse}], "
                  "the last the route of overflowing rows (default: every gate and consumer that run here)")
       ->delimiter(',');
 }
@@ -220,8 +220,6 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
     kernels.up_down = twell::cuda::UpDownKernel::BalancedCta;
   else if (consumer == "warp")
     kernels.up_down = twell::cuda::UpDownKernel::PerTokenWarp;
-  else if (consumer == "bulk")
-    kernels.up_down = twell::cuda::UpDownKernel::PersistentBulk;
   else
     throw twell::Error(twell::Error::Kind::InvalidInput,
                        "--variants: unknown up/down kernel '" + consumer + "'");
@@ -246,8 +244,6 @@ std::vector<twell::cuda::TwellKernels> variants_to_time(const Settings& s, int d
                                                       twell::cuda::UpDownKernel::BalancedCta};
   if (twell::cuda::up_down_per_token_warp_supported(s.hidden))
     consumers.push_back(twell::cuda::UpDownKernel::PerTokenWarp);
-  if (twell::cuda::up_down_persistent_bulk_supported(s.hidden, device))
-    consumers.push_back(twell::cuda::UpDownKernel::PersistentBulk);
   for (auto gate : gates)
     for (auto consumer : consumers) variants.push_back({gate, consumer});
   return variants;

@@ -19,8 +19,7 @@ namespace {
 std::string version_payload(int version) {
   // Several MB, so a kill usually lands inside a write; the version is in every line.
   std::string payload;
-  const std::string line =
-      "version " + std::to_string(version) + " of the report, line padding padding padding\n";
+  const std::string line = "version " + std::to_string(version) + " of the report, line padding padding padding\n";
   while (payload.size() < 4u << 20) payload += line;
   return payload;
 }

@@ -296,7 +296,7 @@ TEST(ReportIo, WrongTypesNameTheJsonPath) {
   document["config"]["twellKernels"] = "sm90/fastest";
   EXPECT_NE(document_error(document).find(
                 "$.config.twellKernels: TwELL kernels: \"fastest\" is not an up/down kernel (one of auto, "
-                "per_token_cta, balanced_cta, per_token_warp, persistent_bulk)"),
+                "per_token_cta, balanced_cta, per_token_warp)"),
             std::string::npos)
       << document_error(document);
 

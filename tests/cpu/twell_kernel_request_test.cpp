@@ -52,7 +52,7 @@ TEST(TwellKernelRequest, UnknownNamesAndExtraPartsAreRefusedWithTheChoices) {
             "TwELL kernels: \"sm100\" is not a gate kernel (one of auto, portable, sm90, cublas_pack)");
   EXPECT_EQ(parse_error("sm90/cta"),
             "TwELL kernels: \"cta\" is not an up/down kernel (one of auto, per_token_cta, balanced_cta, "
-            "per_token_warp, persistent_bulk)");
+            "per_token_warp)");
   EXPECT_EQ(parse_error("sm90/auto/drop"),
             "TwELL kernels: \"drop\" is not a route for overflowing rows (one of auto, dense, sparse)");
   EXPECT_NE(parse_error("sm90/auto/auto/auto").find("more than three parts"), std::string::npos);

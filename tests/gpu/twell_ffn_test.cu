@@ -72,8 +72,6 @@ std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   std::vector<cuda::UpDownKernel> consumers = {cuda::UpDownKernel::PerTokenCta,
                                                cuda::UpDownKernel::BalancedCta};
   if (cuda::up_down_per_token_warp_supported(hidden)) consumers.push_back(cuda::UpDownKernel::PerTokenWarp);
-  if (cuda::up_down_persistent_bulk_supported(hidden, device))
-    consumers.push_back(cuda::UpDownKernel::PersistentBulk);
   std::vector<cuda::TwellKernels> combinations;
   for (auto gate : gates)
     for (auto consumer : consumers) combinations.push_back({gate, consumer, cuda::OverflowRoute::Dense});

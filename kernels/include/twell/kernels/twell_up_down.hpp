@@ -16,17 +16,14 @@ namespace twell::cuda {
 
 /// Which consumer kernel runs. Both compute the same function with the same rounding points.
 enum class UpDownKernel {
-  Auto,           ///< BalancedCta (see resolve_up_down_kernel)
-  PerTokenCta,    ///< one CTA per token, D spread over the CTA's threads (any hidden size)
-  BalancedCta,    ///< PerTokenCta's kernel over pieces of tokens balanced by non-zeros where few tokens
-                  ///< share each resident CTA slot (up_down_balance_sizes), one CTA per token elsewhere
-  PerTokenWarp,   ///< persistent warps, one token at a time with the next prefetched (hidden <= 2048)
-  PersistentBulk  ///< persistent CTAs whose producer warp copies each non-zero's rows into a ring of
-                  ///< shared-memory stages (cp.async.bulk) for PerTokenCta's arithmetic; sm_90a builds
-                  ///< on compute capability 9.0, hidden a multiple of 256 up to 2048
+  Auto,         ///< BalancedCta (see resolve_up_down_kernel)
+  PerTokenCta,  ///< one CTA per token, D spread over the CTA's threads (any hidden size)
+  BalancedCta,  ///< PerTokenCta's kernel over pieces of tokens balanced by non-zeros where few tokens
+                ///< share each resident CTA slot (up_down_balance_sizes), one CTA per token elsewhere
+  PerTokenWarp  ///< persistent warps, one token at a time with the next prefetched (hidden <= 2048)
 };
 
-/// "auto", "per_token_cta", "balanced_cta", "per_token_warp", "persistent_bulk"
+/// "auto", "per_token_cta", "balanced_cta", "per_token_warp"
 const char* to_string(UpDownKernel kernel) noexcept;
 
 struct UpDownArgs {
@@ -68,8 +65,6 @@ TwellBalancedPieces download_up_down_balance_plan(const std::uint32_t* plan, int
 /// True when the one-warp-per-token consumer handles this hidden size (its registers hold D / 32
 /// elements of x and D / 32 accumulators per lane).
 bool up_down_per_token_warp_supported(int hidden);
-/// True when the persistent bulk consumer runs on `device` at this hidden size (see PersistentBulk).
-bool up_down_persistent_bulk_supported(int hidden, int device);
 /// The kernel launch_twell_up_down runs for `requested` at this hidden size (Auto resolved).
 UpDownKernel resolve_up_down_kernel(UpDownKernel requested, int hidden);
 
@@ -79,8 +74,5 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream);
 
 /// The one-warp-per-token consumer (arguments already validated by launch_twell_up_down).
 void launch_twell_up_down_per_token_warp(const UpDownArgs& args, cudaStream_t stream);
-/// The persistent bulk consumer (arguments validated by launch_twell_up_down; throws twell::Error
-/// where up_down_persistent_bulk_supported is false).
-void launch_twell_up_down_persistent_bulk(const UpDownArgs& args, cudaStream_t stream);
 
 }  // namespace twell::cuda

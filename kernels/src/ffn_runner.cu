@@ -63,8 +63,9 @@ GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* 
   return gate_kernel_sm90_available(device) ? GateKernel::Sm90 : GateKernel::Portable;
 }
 
-// Auto stays Dense until the sparse route is measured on a GPU; Sparse takes at most
-// kMaxSparseOverflowRows rows.
+// Auto is Dense: on H100 the sparse route tied or lost against it in bench_ffn and end to end, its
+// consumer competing with the main one for SMs (h100-sparse-overflow-and-bulk-2026-12-05.json).
+// Sparse takes at most kMaxSparseOverflowRows rows.
 OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t overflow_rows) {
   if (requested != OverflowRoute::Sparse) return OverflowRoute::Dense;
   return overflow_rows <= static_cast<std::uint64_t>(kMaxSparseOverflowRows) ? OverflowRoute::Sparse

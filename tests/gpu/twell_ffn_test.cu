@@ -317,7 +317,7 @@ TEST(TwellFfnRunner, AutoPicksTheKernelsMeasuredFastestThatRunHere) {
                                              : cuda::GateKernel::Portable;
   EXPECT_EQ(runner.last_twell_kernels().gate, expected);
   EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::BalancedCta);
-  EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Dense);  // until measured
+  EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Dense);  // measured faster
   if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
     runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
     EXPECT_THROW(runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{}),

@@ -46,7 +46,7 @@ bool gate_kernel_sm90_available(int device);
 /// high-priority side stream beside the consumer (which skips those rows), joined back before the
 /// FFN returns.
 enum class OverflowRoute {
-  Auto,   ///< Dense until the sparse route is measured faster on a GPU
+  Auto,   ///< Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
   Dense,  ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
   Sparse  ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
           ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
@@ -55,9 +55,9 @@ enum class OverflowRoute {
 };
 const char* to_string(OverflowRoute route) noexcept;  ///< "auto", "dense", "sparse"
 
-/// The most overflowing rows the sparse route takes in one call (not yet measured; an estimate): its
-/// workspace is about 64 KiB a row at D 2048, N 5632, and its time grows with every row's
-/// non-zeros, where the dense GEMMs over a few hundred rows still cost about one read of the weights.
+/// The most overflowing rows the sparse route takes in one call: its workspace is about 64 KiB a row
+/// at D 2048, N 5632, and its time grows with every row's non-zeros, where the dense GEMMs over a
+/// few hundred rows still cost about one read of the weights (on H100 it already lost at 45-96 rows).
 constexpr int kMaxSparseOverflowRows = 256;
 
 /// The kernels FfnRunner::twell uses; Auto picks the fastest measured one that applies.

@@ -17,7 +17,7 @@ namespace {
 constexpr std::uint32_t kMaxTwellNeurons = 65536;  // the entry's column field is 16 bits wide
 
 void check_twell_shape(std::uint32_t neurons, std::uint32_t compression, const char* call) {
-  if (compression != 8 && compression != 4 && compression != 2 && compression != kTwellUnbounded) {
+  if (!twell_layout_supported(compression)) {
     throw Error(Error::Kind::Unsupported,
                 std::string(call) + ": TwELL compression factor must be 8, 4, 2 or 0 (unbounded), got " +
                     std::to_string(compression));

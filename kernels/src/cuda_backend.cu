@@ -181,7 +181,7 @@ void CudaBackend::check_ffn_options(const FfnOptions& options) const {
                                               "the sm90 gate needs compute capability 9.0 and an "
                                               "sm_90a build; this device is " +
                                               m_info.name + " (" + m_info.kernel_family + ")");
-  if (resolve_up_down_kernel(kernels.up_down, m_config.hidden_size) == UpDownKernel::PerTokenWarp &&
+  if (kernels.up_down == UpDownKernel::PerTokenWarp &&
       !up_down_per_token_warp_supported(m_config.hidden_size))
     throw Error(Error::Kind::Unsupported, requested +
                                               "the per_token_warp consumer needs hidden <= 2048; this "

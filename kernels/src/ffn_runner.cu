@@ -87,6 +87,14 @@ void attach_balance_workspace(UpDownArgs& consume, int rows, int hidden, DeviceB
   consume.balance_partial_elements = partials.size();
 }
 
+// The value of `Kind` whose to_string is `name`: core's vocabulary and the enums must agree.
+template <typename Kind, std::size_t Count>
+Kind kind_named(const std::string& name, const Kind (&kinds)[Count], const char* what) {
+  for (Kind kind : kinds)
+    if (name == to_string(kind)) return kind;
+  throw Error(Error::Kind::Internal, std::string("TwELL kernels: no ") + what + " is named \"" + name + "\"");
+}
+
 }  // namespace
 
 const char* to_string(OverflowRoute route) noexcept {
@@ -100,18 +108,6 @@ const char* to_string(OverflowRoute route) noexcept {
   }
   return "unknown";
 }
-
-namespace {
-
-// The value of `Kind` whose to_string is `name`: core's vocabulary and the enums must agree.
-template <typename Kind, std::size_t Count>
-Kind kind_named(const std::string& name, const Kind (&kinds)[Count], const char* what) {
-  for (Kind kind : kinds)
-    if (name == to_string(kind)) return kind;
-  throw Error(Error::Kind::Internal, std::string("TwELL kernels: no ") + what + " is named \"" + name + "\"");
-}
-
-}  // namespace
 
 TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
   constexpr GateKernel kGates[] = {GateKernel::Auto, GateKernel::Portable, GateKernel::Sm90,
@@ -300,9 +296,8 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
   Impl& impl = *m_impl;
   const int overflow = static_cast<int>(impl.last_rows);
   const int neurons = weights.intermediate;
-  const std::size_t rows = impl.last_rows;
-  const int tiles = twell_padded_neurons(neurons) / static_cast<int>(kTwellTileWidth);
-  impl.tail_packed.ensure(rows * static_cast<std::size_t>(tiles) * kTwellUnboundedSlots);
+  const int padded = twell_padded_neurons(neurons);
+  impl.tail_packed.ensure(impl.last_rows * (padded / kTwellTileWidth) * kTwellUnboundedSlots);
 
   PackDenseArgs pack;
   pack.rows = overflow;
@@ -314,7 +309,7 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
     pack.preactivations = impl.gate_preactivations.data();
     pack.source_rows = impl.overflow_rows.data();
   } else {
-    impl.tail_preactivations.ensure(rows * static_cast<std::size_t>(neurons));
+    impl.tail_preactivations.ensure(impl.last_rows * static_cast<std::size_t>(neurons));
     const __nv_bfloat16* weight = weights.gate != nullptr ? weights.gate : weights.up;
     impl.dense.matmul().gemm_nt(impl.tail_input.data(), weight, impl.tail_preactivations.data(), overflow,
                                 neurons, weights.hidden, neurons, GemmEpilogue::None, side);
@@ -330,7 +325,7 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
   consume.out = impl.tail_output.data();
   consume.rows = overflow;
   consume.hidden = weights.hidden;
-  consume.padded_neurons = twell_padded_neurons(neurons);
+  consume.padded_neurons = padded;
   consume.compression = kTwellUnbounded;
   consume.highest_precision = options.highest_precision;
   consume.kernel = UpDownKernel::BalancedCta;

@@ -103,7 +103,7 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
     invalid("row pitch " + std::to_string(args.pitch) + " is below the neuron count " +
             std::to_string(args.neurons));
   const bool unbounded = args.compression == kTwellUnbounded;
-  if (args.compression != 8 && args.compression != 4 && args.compression != 2 && !unbounded)
+  if (!twell_layout_supported(args.compression))
     throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: compression factor " +
                                               std::to_string(args.compression) +
                                               " is not 8, 4, 2 or unbounded");

@@ -476,7 +476,7 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
     fail("padded intermediate size " + std::to_string(args.padded_neurons) +
          " is not a multiple of 256 <= 65536");
   const bool unbounded = args.compression == kTwellUnbounded;
-  if (args.compression != 8 && args.compression != 4 && args.compression != 2 && !unbounded)
+  if (!twell_layout_supported(args.compression))
     fail("compression factor " + std::to_string(args.compression) + " is not 8, 4, 2 or unbounded");
   const bool gated = args.up != nullptr;
   if (!args.packed || !args.down_t || !args.out || (gated && !args.x))

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controlled_density.hpp"
@@ -19,6 +20,7 @@
 #include "twell/metrics.hpp"
 #include "twell/reference_ffn.hpp"
 #include "twell/twell_format.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell::test {
 namespace {
@@ -277,6 +279,25 @@ TEST(TwellFfnRunner, TheSparseOverflowRouteTagsItsOwnGroupAndLeavesManyRowsToThe
         compare_outputs(select_rows(fp32, first_rows), download_bf16(out.data(), tokens, 128));
     EXPECT_LE(error.rel_frobenius, 2e-2);
     EXPECT_GE(error.cosine, 0.999);
+  }
+}
+
+// Core names the kernels a run may ask for; every name must map onto the kernel whose to_string it is.
+TEST(TwellFfnRunner, EveryKernelNameCoreOffersMapsOntoAKernel) {
+  for (const std::string_view name : twell_gate_kernel_names()) {
+    TwellKernelRequest request;
+    request.gate = std::string(name);
+    EXPECT_EQ(cuda::to_string(cuda::twell_kernels_from_request(request).gate), name);
+  }
+  for (const std::string_view name : twell_up_down_kernel_names()) {
+    TwellKernelRequest request;
+    request.up_down = std::string(name);
+    EXPECT_EQ(cuda::to_string(cuda::twell_kernels_from_request(request).up_down), name);
+  }
+  for (const std::string_view name : twell_overflow_route_names()) {
+    TwellKernelRequest request;
+    request.overflow = std::string(name);
+    EXPECT_EQ(cuda::to_string(cuda::twell_kernels_from_request(request).overflow), name);
   }
 }
 

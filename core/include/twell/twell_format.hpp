@@ -15,13 +15,18 @@ namespace twell {
 constexpr std::uint32_t kTwellUnbounded = 0;
 constexpr std::uint32_t kTwellUnboundedSlots = 2 * kTwellTileWidth;
 
+/// Whether `compression` names a layout the packers and consumers read: C in {8, 4, 2}, or unbounded.
+constexpr bool twell_layout_supported(std::uint32_t compression) {
+  return compression == 8 || compression == 4 || compression == 2 || compression == kTwellUnbounded;
+}
+
 /// Words per 256-column tile (the count word and the entry slots) at compression factor C, or in the
 /// unbounded layout.
 constexpr std::uint32_t twell_slots_per_tile(std::uint32_t compression) {
   return compression == kTwellUnbounded ? kTwellUnboundedSlots : kTwellTileWidth / compression;
 }
 
-/// One uint32 matrix [rows, padded_neurons / C]. Per (row, 256-column tile) word 0 is the count,
+/// One uint32 matrix [rows, tiles * slots per tile]. Per (row, 256-column tile) word 0 is the count,
 /// words 1..count are entries (global column in bits 0-15, bf16 value bits in 16-31). Unlike the
 /// reference, a tile never holds more than its capacity: the count word is clamped to capacity,
 /// and the rows that had more are listed in `overflow_rows` so consumers recompute them densely.

@@ -18,20 +18,32 @@ namespace {
 
 constexpr std::uint64_t kHeadroomBytes = 256ull << 20;  // cuBLASLt, the statistics, the driver's own
 
-std::uint64_t ffn_workspace_bytes_per_token(const ModelConfig& config, const ForwardOptions& options,
-                                            bool with_hook) {
+FfnWorkspaceRequest ffn_workspace_request(const ModelConfig& config, std::uint64_t tokens,
+                                          const ForwardOptions& options, bool with_hook) {
+  FfnWorkspaceRequest request;
+  request.tokens = static_cast<int>(std::min<std::uint64_t>(tokens, INT_MAX));
+  request.hidden = static_cast<int>(config.hidden_size);
+  request.intermediate = static_cast<int>(config.intermediate_size);
+  request.compression = options.ffn.compression;
+  request.twell = options.runs_any_layer_on(FfnPath::Twell) || with_hook;
+  request.kernels = twell_kernels_from_request(options.ffn.twell_kernels);
+  return request;
+}
+
+// One layer's activations, the hook's outputs and the statistics' pre-activations: everything but
+// the FFN runner's workspaces.
+std::uint64_t activation_bytes(const ModelConfig& config, std::uint64_t tokens, const ForwardOptions& options,
+                               bool with_hook) {
   const std::uint64_t d = static_cast<std::uint64_t>(config.hidden_size);
   const std::uint64_t n = static_cast<std::uint64_t>(config.intermediate_size);
-  const std::uint64_t padded = (n + 255) / 256 * 256;
-  const std::uint64_t compression = std::max<std::uint32_t>(options.ffn.compression, 2);
-  // Dense: gate and hidden [M, N] (also the TwELL path's overflow fallback, at most M rows).
-  std::uint64_t bytes = 2 * 2 * n;
-  if (options.runs_any_layer_on(FfnPath::Twell) || with_hook) {
-    bytes += padded / compression * 4  // packed words
-             + 2 * 4                   // overflow flags and row list
-             + 2 * 2 * d;              // gathered overflow rows in and out, at worst every row
-  }
-  return bytes;
+  const std::uint64_t head_dim = static_cast<std::uint64_t>(config.head_dim);
+  const std::uint64_t qkv =
+      static_cast<std::uint64_t>(config.num_attention_heads + 2 * config.num_key_value_heads) * head_dim;
+  const std::uint64_t attention = static_cast<std::uint64_t>(config.num_attention_heads) * head_dim;
+  std::uint64_t per_token = sizeof(std::int32_t) + 2 * (3 * d + qkv + attention);
+  if (with_hook) per_token += 2 * 2 * d;  // run_layer_ffn's dense and TwELL outputs
+  if (options.capture_statistics && options.runs_any_layer_on(FfnPath::Twell)) per_token += 2 * n;
+  return tokens * per_token;
 }
 
 std::string gib(std::uint64_t bytes) {
@@ -43,41 +55,33 @@ std::string gib(std::uint64_t bytes) {
 }  // namespace
 
 std::uint64_t planned_forward_bytes(const ModelConfig& config, std::uint64_t tokens,
-                                    const ForwardOptions& options, bool with_hook) {
-  const std::uint64_t d = static_cast<std::uint64_t>(config.hidden_size);
-  const std::uint64_t n = static_cast<std::uint64_t>(config.intermediate_size);
-  const std::uint64_t head_dim = static_cast<std::uint64_t>(config.head_dim);
-  const std::uint64_t qkv =
-      static_cast<std::uint64_t>(config.num_attention_heads + 2 * config.num_key_value_heads) * head_dim;
-  const std::uint64_t attention = static_cast<std::uint64_t>(config.num_attention_heads) * head_dim;
-  std::uint64_t per_token = sizeof(std::int32_t) + 2 * (3 * d + qkv + attention);
-  per_token += ffn_workspace_bytes_per_token(config, options, with_hook);
-  if (with_hook) per_token += 2 * 2 * d;  // run_layer_ffn's dense and TwELL outputs
-  if (options.capture_statistics && options.runs_any_layer_on(FfnPath::Twell)) per_token += 2 * n;
-  return tokens * per_token;
+                                    const ForwardOptions& options, bool with_hook, int device) {
+  return activation_bytes(config, tokens, options, with_hook) +
+         ffn_workspace_bytes(ffn_workspace_request(config, tokens, options, with_hook), device).total();
 }
 
 void CudaBackend::prepare_activations(std::int64_t tokens, std::uint32_t batch, std::uint32_t sequence,
                                       const ForwardOptions& options, bool with_hook) {
-  const std::uint64_t needed =
-      planned_forward_bytes(m_config, static_cast<std::uint64_t>(tokens), options, with_hook);
+  const std::uint64_t count = static_cast<std::uint64_t>(tokens);
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   TWELL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  // What this backend already holds for activations is reused or released before growing.
-  ForwardOptions previous_options = options;
-  previous_options.capture_statistics = false;
+  // The activations held now are released or reused. The runner's workspaces only grow: what they
+  // hold stays, and only their growth to this forward's plan is allocated.
   const std::uint64_t held = m_activations.bytes() + m_statistics_preactivation.bytes() +
-                             m_hook_outputs[0].bytes() + m_hook_outputs[1].bytes() +
-                             static_cast<std::uint64_t>(m_ffn_tokens_reserved) *
-                                 ffn_workspace_bytes_per_token(m_config, previous_options, false);
+                             m_hook_outputs[0].bytes() + m_hook_outputs[1].bytes();
+  const std::uint64_t needed =
+      activation_bytes(m_config, count, options, with_hook) +
+      ffn_workspace_growth(
+          m_ffn->workspace_bytes(),
+          ffn_workspace_bytes(ffn_workspace_request(m_config, count, options, with_hook), m_device));
   const std::uint64_t available = free_bytes + held > kHeadroomBytes ? free_bytes + held - kHeadroomBytes : 0;
   const std::string request = "a forward of batch " + std::to_string(batch) + " x sequence " +
                               std::to_string(sequence) + " = " + std::to_string(tokens) + " tokens";
   if (needed > available)
     throw Error(Error::Kind::OutOfMemory,
                 request + " needs " + std::to_string(needed) + " bytes (" + gib(needed) +
-                    ") of device memory for one layer's activations and the FFN workspaces, but only " +
+                    ") more device memory for one layer's activations and the FFN workspaces, but only " +
                     gib(available) + " is available on " + m_info.name + " (" + gib(m_weight_bytes) +
                     " taken by the weights); use a smaller batch or shorter sequences");
 
@@ -101,7 +105,6 @@ void CudaBackend::prepare_activations(std::int64_t tokens, std::uint32_t batch, 
     }
     m_activations.capacity_tokens = tokens;
   }
-  m_ffn_tokens_reserved = std::max(m_ffn_tokens_reserved, tokens);
 }
 
 void CudaBackend::prepare_rope(std::uint32_t batch, std::uint32_t sequence) {

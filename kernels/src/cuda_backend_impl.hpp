@@ -108,9 +108,8 @@ class CudaBackend final : public Backend {
   std::uint64_t m_weight_bytes = 0;
 
   ActivationBuffers m_activations;
-  std::int64_t m_forward_tokens = 0;       ///< M of the forward in progress (or the last one)
-  std::int64_t m_ffn_tokens_reserved = 0;  ///< the largest M the FFN runner's workspaces were planned for
-  DeviceBuffer<float2> m_rope;             ///< [sequence, head_dim / 2]
+  std::int64_t m_forward_tokens = 0;  ///< M of the forward in progress (or the last one)
+  DeviceBuffer<float2> m_rope;        ///< [sequence, head_dim / 2]
   std::uint32_t m_rope_sequence = 0;
   DeviceBuffer<bf16> m_statistics_preactivation;     ///< [M, N], TwELL path with statistics
   std::array<DeviceBuffer<bf16>, 2> m_hook_outputs;  ///< [M, D] per FfnPath, run_layer_ffn's outputs

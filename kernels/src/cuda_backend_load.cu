@@ -108,7 +108,6 @@ void CudaBackend::load(const Checkpoint& checkpoint) {
   m_activations = {};
   m_statistics_preactivation = {};
   m_hook_outputs = {};
-  m_ffn_tokens_reserved = 0;
   m_rope = {};
   m_rope_sequence = 0;
 

@@ -72,6 +72,23 @@ OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t over
                                                                              : OverflowRoute::Dense;
 }
 
+// Workspace sizes, shared by the allocations and by ffn_workspace_bytes's plan of them.
+std::size_t packed_words(std::size_t rows, int padded, std::uint32_t compression) {
+  return rows * (static_cast<std::size_t>(padded) / compression);
+}
+std::size_t unbounded_packed_words(std::size_t rows, int padded) {
+  return rows * (static_cast<std::size_t>(padded) / kTwellTileWidth) * kTwellUnboundedSlots;
+}
+std::uint64_t balance_bytes(int rows, int hidden, int device) {
+  const UpDownBalanceSizes balance = up_down_balance_sizes(rows, hidden, device);
+  if (balance.extra_pieces == 0) return 0;
+  return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
+}
+bool gate_runs_cublas_pack(GateKernel requested, int device, int tokens) {
+  return requested == GateKernel::CublasPack ||
+         (requested == GateKernel::Auto && gate_cublas_pack_preferred(device, tokens));
+}
+
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
 void attach_balance_workspace(UpDownArgs& consume, int rows, int hidden, DeviceBuffer<std::uint32_t>& plan,
                               DeviceBuffer<float>& partials) {
@@ -96,6 +113,56 @@ Kind kind_named(const std::string& name, const Kind (&kinds)[Count], const char*
 }
 
 }  // namespace
+
+std::uint64_t FfnWorkspaceBytes::total() const noexcept {
+  return dense + packed + overflow_rows + gate_output + balance + sparse_route;
+}
+
+FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int device) {
+  FfnWorkspaceBytes bytes;
+  if (request.tokens <= 0) return bytes;
+  const std::uint64_t rows = static_cast<std::uint64_t>(request.tokens);
+  const std::uint64_t neurons = static_cast<std::uint64_t>(request.intermediate);
+  const std::uint64_t hidden = static_cast<std::uint64_t>(request.hidden);
+  constexpr std::uint64_t kBf16 = sizeof(__nv_bfloat16), kWord = sizeof(std::uint32_t);
+  bytes.dense = 2 * rows * neurons * kBf16;
+  if (!request.twell) return bytes;
+  const int padded = twell_padded_neurons(request.intermediate);
+  bytes.packed =
+      (packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) + 2 + 2 * rows) * kWord;
+  bytes.overflow_rows = 2 * rows * hidden * kBf16;
+  const bool cublas_gate = gate_runs_cublas_pack(request.kernels.gate, device, request.tokens);
+  if (cublas_gate) bytes.gate_output = rows * neurons * kBf16;
+  if (resolve_up_down_kernel(request.kernels.up_down, request.hidden) == UpDownKernel::BalancedCta)
+    bytes.balance = balance_bytes(request.tokens, request.hidden, device);
+  if (request.kernels.overflow == OverflowRoute::Sparse) {
+    const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
+    bytes.sparse_route = unbounded_packed_words(static_cast<std::size_t>(tail), padded) * kWord +
+                         balance_bytes(tail, request.hidden, device);
+    if (!cublas_gate) bytes.sparse_route += static_cast<std::uint64_t>(tail) * neurons * kBf16;
+  }
+  return bytes;
+}
+
+std::uint64_t ffn_workspace_growth(const FfnWorkspaceBytes& held, const FfnWorkspaceBytes& planned) noexcept {
+  const auto grows = [](std::uint64_t now, std::uint64_t then) { return then > now ? then - now : 0; };
+  return grows(held.dense, planned.dense) + grows(held.packed, planned.packed) +
+         grows(held.overflow_rows, planned.overflow_rows) + grows(held.gate_output, planned.gate_output) +
+         grows(held.balance, planned.balance) + grows(held.sparse_route, planned.sparse_route);
+}
+
+FfnWorkspaceBytes FfnRunner::workspace_bytes() const {
+  const Impl& impl = *m_impl;
+  FfnWorkspaceBytes bytes;
+  bytes.dense = impl.dense.workspace_bytes();
+  bytes.packed = impl.packed.bytes() + impl.overflow_state.bytes() + impl.overflow_rows.bytes();
+  bytes.overflow_rows = impl.tail_input.bytes() + impl.tail_output.bytes();
+  bytes.gate_output = impl.gate_preactivations.bytes();
+  bytes.balance = impl.balance_plan.bytes() + impl.balance_partials.bytes();
+  bytes.sparse_route = impl.tail_preactivations.bytes() + impl.tail_packed.bytes() +
+                       impl.tail_balance_plan.bytes() + impl.tail_balance_partials.bytes();
+  return bytes;
+}
 
 const char* to_string(OverflowRoute route) noexcept {
   switch (route) {
@@ -164,7 +231,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const bool gated = weights.gate != nullptr;
   const int padded = twell_padded_neurons(weights.intermediate);
   const std::size_t rows = static_cast<std::size_t>(tokens);
-  impl.packed.ensure(rows * (padded / compression));
+  impl.packed.ensure(packed_words(rows, padded, compression));
   impl.overflow_state.ensure(2 + rows);
   impl.overflow_rows.ensure(rows);
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
@@ -297,7 +364,7 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
   const int overflow = static_cast<int>(impl.last_rows);
   const int neurons = weights.intermediate;
   const int padded = twell_padded_neurons(neurons);
-  impl.tail_packed.ensure(impl.last_rows * (padded / kTwellTileWidth) * kTwellUnboundedSlots);
+  impl.tail_packed.ensure(unbounded_packed_words(impl.last_rows, padded));
 
   PackDenseArgs pack;
   pack.rows = overflow;

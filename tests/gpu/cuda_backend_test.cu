@@ -236,7 +236,14 @@ TEST(CudaBackend, TooLargeInputGivesOutOfMemoryAndTheBackendStaysUsable) {
 
   std::size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
-  const std::uint64_t per_token = cuda::planned_forward_bytes(checkpoint.config(), 1, options, false);
+  // Per token, where no fixed workspace (the balanced consumer's, the cuBLAS gate's) changes with M.
+  int ordinal = 0;
+  ASSERT_EQ(cudaGetDevice(&ordinal), cudaSuccess);
+  constexpr std::uint64_t kLarge = 1u << 16;
+  const std::uint64_t per_token =
+      cuda::planned_forward_bytes(checkpoint.config(), kLarge + 1, options, false, ordinal) -
+      cuda::planned_forward_bytes(checkpoint.config(), kLarge, options, false, ordinal);
+  ASSERT_GT(per_token, 0u);
   constexpr std::uint32_t kSequence = 256;
   TokenBatch huge;
   huge.sequence = kSequence;

@@ -282,6 +282,65 @@ TEST(TwellFfnRunner, TheSparseOverflowRouteTagsItsOwnGroupAndLeavesManyRowsToThe
   }
 }
 
+// CudaBackend refuses a forward that cannot fit from ffn_workspace_bytes's plan before anything is
+// allocated: every workspace group the runner then allocates must lie within that plan, for every
+// gate, consumer and overflow route, at a decode-sized M (balanced consumer, cuBLAS gate where Auto
+// takes it, the sparse route) and past the sparse route's row limit.
+TEST(TwellFfnRunner, AllocatesNoMoreThanItsWorkspacePlan) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  ControlledFfnOptions options;
+  options.tokens = 600;
+  options.hidden = 256;
+  options.intermediate = 512;
+  options.density = 0.05;
+  options.heavy_row_fraction = 0.6;  // rows that overflow C = 8: the overflow workspaces are used
+  options.heavy_row_density = 0.4;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device(problem);
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(600 * 256);
+  int ordinal = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
+  std::vector<cuda::TwellKernels> combinations = {
+      {},
+      {cuda::GateKernel::CublasPack, cuda::UpDownKernel::BalancedCta, cuda::OverflowRoute::Sparse},
+      {cuda::GateKernel::Portable, cuda::UpDownKernel::PerTokenCta, cuda::OverflowRoute::Sparse},
+      {cuda::GateKernel::Portable, cuda::UpDownKernel::PerTokenWarp, cuda::OverflowRoute::Dense}};
+  if (cuda::gate_kernel_sm90_available(ordinal))
+    combinations.push_back({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Sparse});
+  for (const cuda::TwellKernels& kernels : combinations) {
+    for (const int tokens : {64, 600}) {
+      SCOPED_TRACE(std::string(cuda::to_string(kernels.gate)) + "/" + cuda::to_string(kernels.up_down) + "/" +
+                   cuda::to_string(kernels.overflow) + ", M " + std::to_string(tokens));
+      cuda::FfnRunner runner(nullptr);
+      runner.set_twell_kernels(kernels);
+      runner.twell(device.weights(), FfnOptions{}, x.data(), tokens, out.data(), nullptr, TraceTag{});
+      ASSERT_GT(runner.last_overflow_rows(), 0u);
+      runner.dense(device.weights(), Activation::Relu, x.data(), tokens, out.data(), nullptr, TraceTag{});
+      TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+      const cuda::FfnWorkspaceBytes held = runner.workspace_bytes();
+      const cuda::FfnWorkspaceBytes plan =
+          cuda::ffn_workspace_bytes({tokens, 256, 512, 8, true, kernels}, ordinal);
+      EXPECT_LE(held.dense, plan.dense);
+      EXPECT_LE(held.packed, plan.packed);
+      EXPECT_LE(held.overflow_rows, plan.overflow_rows);
+      EXPECT_LE(held.gate_output, plan.gate_output);
+      EXPECT_LE(held.balance, plan.balance);
+      EXPECT_LE(held.sparse_route, plan.sparse_route);
+      EXPECT_EQ(cuda::ffn_workspace_growth(held, plan), plan.total() - held.total());
+      EXPECT_GT(held.dense, 0u);
+      EXPECT_EQ(held.packed, plan.packed);  // sized by M alone
+      const cuda::TwellKernels ran = runner.last_twell_kernels();
+      if (ran.overflow == cuda::OverflowRoute::Sparse) EXPECT_GT(held.sparse_route, 0u);
+      if (ran.gate == cuda::GateKernel::CublasPack) EXPECT_EQ(held.gate_output, plan.gate_output);
+      // The dense path alone plans only its own [M, N] buffers.
+      const cuda::FfnWorkspaceBytes dense_only =
+          cuda::ffn_workspace_bytes({tokens, 256, 512, 8, false, kernels}, ordinal);
+      EXPECT_EQ(dense_only.total(), dense_only.dense);
+    }
+  }
+}
+
 // Core names the kernels a run may ask for; every name must map onto the kernel whose to_string it is.
 TEST(TwellFfnRunner, EveryKernelNameCoreOffersMapsOntoAKernel) {
   for (const std::string_view name : twell_gate_kernel_names()) {

@@ -57,6 +57,8 @@ class DenseFfn {
            __nv_bfloat16* out, cudaStream_t stream, Tracer* tracer, const TraceTag& tag,
            const __nv_bfloat16** gate_preactivation = nullptr);
   LtMatmul& matmul() { return m_matmul; }
+  /// Bytes of the [M, N] workspaces held now (the cuBLASLt workspace is fixed at construction).
+  std::uint64_t workspace_bytes() const noexcept { return m_gate.bytes() + m_hidden.bytes(); }
 
  private:
   LtMatmul m_matmul;

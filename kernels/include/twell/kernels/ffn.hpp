@@ -69,6 +69,34 @@ struct TwellKernels {
 /// The kernels core's request names (each part a to_string name above; "auto" is Auto).
 TwellKernels twell_kernels_from_request(const TwellKernelRequest& request);
 
+/// What FfnRunner's workspaces take, by group of buffers (bytes). The cuBLASLt workspace, allocated
+/// with the runner, is not among them.
+struct FfnWorkspaceBytes {
+  std::uint64_t dense = 0;          ///< DenseFfn's gate and hidden [M, N], also the overflow recomputation's
+  std::uint64_t packed = 0;         ///< the packed rows, the overflow state and the overflow row list
+  std::uint64_t overflow_rows = 0;  ///< the gathered overflowing rows in and out, at worst every row
+  std::uint64_t gate_output = 0;    ///< GateKernel::CublasPack's [M, N] pre-activations
+  std::uint64_t balance = 0;        ///< the balanced consumer's plan and split tokens' partial outputs
+  std::uint64_t sparse_route = 0;   ///< OverflowRoute::Sparse's pre-activations, packed rows, plan, partials
+  std::uint64_t total() const noexcept;
+};
+
+/// One FFN call to plan the workspaces of.
+struct FfnWorkspaceRequest {
+  int tokens = 0;
+  int hidden = 0;
+  int intermediate = 0;
+  std::uint32_t compression = 8;
+  bool twell = true;     ///< false: the dense path only
+  TwellKernels kernels;  ///< Auto resolved on `device` as FfnRunner::twell resolves it
+};
+
+/// The workspaces an FfnRunner call of `request` on `device` allocates, at most: CudaBackend plans a
+/// forward with it before allocating anything, and the tests hold the runner's allocations to it.
+FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int device);
+/// Bytes a runner holding `held` allocates more to reach `planned` (its workspaces only grow).
+std::uint64_t ffn_workspace_growth(const FfnWorkspaceBytes& held, const FfnWorkspaceBytes& planned) noexcept;
+
 /// Runs FFNs on one stream. Not thread-safe; one per backend. Workspaces grow to the largest M seen.
 class FfnRunner {
  public:
@@ -115,6 +143,8 @@ class FfnRunner {
   const std::uint32_t* last_packed() const;
 
   cudaStream_t stream() const;
+  /// The workspaces held now (they grow to the largest call seen; see ffn_workspace_bytes).
+  FfnWorkspaceBytes workspace_bytes() const;
 
  private:
   void consume_overflow_sparsely(const FfnDeviceWeights& weights, const FfnOptions& options, GateKernel gate,

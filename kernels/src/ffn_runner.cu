@@ -131,15 +131,17 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   bytes.packed =
       (packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) + 2 + 2 * rows) * kWord;
   bytes.overflow_rows = 2 * rows * hidden * kBf16;
-  const bool cublas_gate = gate_runs_cublas_pack(request.kernels.gate, device, request.tokens);
-  if (cublas_gate) bytes.gate_output = rows * neurons * kBf16;
+  if (gate_runs_cublas_pack(request.kernels.gate, device, request.tokens))
+    bytes.gate_output = rows * neurons * kBf16;
   if (resolve_up_down_kernel(request.kernels.up_down, request.hidden) == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
+    // The pre-activations of the overflowing rows are counted even behind the cuBLAS gate, whose
+    // workspace holds them: Auto falls back to a fused gate for operands TMA cannot address.
     bytes.sparse_route = unbounded_packed_words(static_cast<std::size_t>(tail), padded) * kWord +
-                         balance_bytes(tail, request.hidden, device);
-    if (!cublas_gate) bytes.sparse_route += static_cast<std::uint64_t>(tail) * neurons * kBf16;
+                         balance_bytes(tail, request.hidden, device) +
+                         static_cast<std::uint64_t>(tail) * neurons * kBf16;
   }
   return bytes;
 }

@@ -53,14 +53,18 @@ namespace {
 // Auto takes the Hopper kernel where it runs and its TMA maps can address the operands (16-byte
 // aligned bases), except at the token counts where cuBLASLt's GEMM + the pack pass measured faster
 // on this GPU model.
-GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* weight, int tokens) {
+GateKernel resolve_gate_kernel(GateKernel requested, bool tma_addressable, int device, int tokens) {
   if (requested != GateKernel::Auto) return requested;
-  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(weight) % 16 != 0)
-    return GateKernel::Portable;
-  int device = 0;
-  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  if (!tma_addressable) return GateKernel::Portable;
   if (gate_cublas_pack_preferred(device, tokens)) return GateKernel::CublasPack;
   return gate_kernel_sm90_available(device) ? GateKernel::Sm90 : GateKernel::Portable;
+}
+GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* weight, int tokens) {
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(weight) % 16 == 0;
+  return resolve_gate_kernel(requested, aligned, device, tokens);
 }
 
 // Auto is Dense: on H100 the sparse route tied or lost against it in bench_ffn and end to end, its
@@ -83,10 +87,6 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   const UpDownBalanceSizes balance = up_down_balance_sizes(rows, hidden, device);
   if (balance.extra_pieces == 0) return 0;
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
-}
-bool gate_runs_cublas_pack(GateKernel requested, int device, int tokens) {
-  return requested == GateKernel::CublasPack ||
-         (requested == GateKernel::Auto && gate_cublas_pack_preferred(device, tokens));
 }
 
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
@@ -131,14 +131,15 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   bytes.packed =
       (packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) + 2 + 2 * rows) * kWord;
   bytes.overflow_rows = 2 * rows * hidden * kBf16;
-  if (gate_runs_cublas_pack(request.kernels.gate, device, request.tokens))
+  // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
+  if (resolve_gate_kernel(request.kernels.gate, true, device, request.tokens) == GateKernel::CublasPack)
     bytes.gate_output = rows * neurons * kBf16;
   if (resolve_up_down_kernel(request.kernels.up_down, request.hidden) == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
     // The pre-activations of the overflowing rows are counted even behind the cuBLAS gate, whose
-    // workspace holds them: Auto falls back to a fused gate for operands TMA cannot address.
+    // workspace holds them: for operands TMA cannot address Auto runs a fused gate instead.
     bytes.sparse_route = unbounded_packed_words(static_cast<std::size_t>(tail), padded) * kWord +
                          balance_bytes(tail, request.hidden, device) +
                          static_cast<std::uint64_t>(tail) * neurons * kBf16;

@@ -19,9 +19,9 @@ std::vector<KernelVariant> kernel_variants() {
        "overflowing rows flagged and listed)"},
       {"twell_gate_pack_sm90_kernel", kOurs, "twell", "gate_pack", "sm_90a (compute capability 9.0)",
        "Hopper gate GEMM: TMA + mbarrier ring, warp-specialised persistent CTAs, wgmma m64n256k16; ReLU + "
-       "TwELL pack epilogue, counts clamped, overflowing rows flagged (default where available; the weight "
-       "tile multicast to clusters of 2 CTAs for the GPU models and token counts where that measured "
-       "faster)"},
+       "TwELL pack epilogue (each quad lane's entries in consecutive slots: a fixed order, not column "
+       "order), counts clamped, overflowing rows flagged (default where available; the weight tile "
+       "multicast to clusters of 2 CTAs for the GPU models and token counts where that measured faster)"},
       {"cuBLASLt bf16 GEMM", kLibrary, "twell", "gate_pack", "any",
        "the gate GEMM x Wg^T into a dense [M, N] workspace (GateKernel::CublasPack: what Auto runs at the "
        "decode-sized token counts where it measured faster than the fused gate)"},

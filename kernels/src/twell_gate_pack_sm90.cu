@@ -13,7 +13,8 @@
 //   128 accumulators into 64 ReLU'd bf16 pairs (one cvt each) and goes on to the next tile; the
 //   pairs are placed during that tile's first eight k-blocks, one slice of 8 between issuing a
 //   k-block's wgmma and waiting for them, so the tensor cores idle only for the conversion. Each
-//   lane ranks its own positives, in column order, from its quad's entry words (no atomics);
+//   lane stores its own positives in consecutive slots after those of its quad's earlier lanes (no
+//   atomics; a fixed order, not column order: see place_slice);
 //   entries are (global column | bf16 << 16) staged in shared memory and written after the eighth
 //   slice (C = 8: one TMA store per warpgroup from 128-byte-swizzled rows; C = 4/2: 16 bytes per
 //   thread). A tile never holds more than its capacity: the count word is clamped and the
@@ -23,11 +24,14 @@
 // Every instruction a consumer warp issues while its wgmma run costs tensor-core time (with the
 // placing and copy-out removed and the conversion kept the gate ran at 0.955 of cuBLAS and its
 // tensor pipe 98 % busy under ncu; with both, 1.12 and 84 %), so the placing is kept short: each
-// lane places only its own entries, ranked from the quad's entry words (no vote per pair), and at
-// C = 8 one TMA store per warpgroup replaces the thread copy-out.
-// Gate / cuBLAS at M 131072: 0.990-0.991 at 0.5 % density, 1.043-1.044 at 2 %, 1.094-1.096 at 5 %,
-// against 1.040-1.047 / 1.137-1.147 / 1.193-1.197 for the vote-per-pair placing before it,
-// alternated in one session (h200-gate-lane-placing-consumer-2026-12-05.json).
+// lane places only its own entries in slots counted once per slice (no vote per pair, no rank per
+// entry), and at C = 8 one TMA store per warpgroup replaces the thread copy-out.
+// Gate / cuBLAS at M 131072 on the H200: 0.990-0.991 at 0.5 % density, 1.043-1.044 at 2 %,
+// 1.094-1.096 at 5 % with entries ranked in column order, against 1.040-1.047 / 1.137-1.147 /
+// 1.193-1.197 for the vote-per-pair placing before it (h200-gate-lane-placing-consumer-2026-12-05.json).
+// Dropping the column order (consecutive slots per lane) took the H100's pairs from 1.065-1.074 to
+// 1.026-1.041 at 5 % and from 0.970-0.973 to 0.945-0.963 at 0.5 %, on two machines
+// (h100-gate-lane-order-2026-12-06.json).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -373,12 +377,12 @@ static_assert(kPackSlices == 2 || kPackSlices == 4 || kPackSlices == 8 || kPackS
 // A tile's entries wait in 64 ReLU'd bf16 pairs per thread (pairs [0, 32) for the row of half 0,
 // [32, 64) for the row of half 1) and are placed during the next tile's first kPackSlices k-blocks,
 // 8 pairs of one row per slice. Each lane first gathers which of its 16 values are entries into one
-// word (bit i: the low half of pair i, bit 16 + i: the high half), the quad's four words are
-// exchanged, and each lane then places only its own entries: an entry's slot is the row's count so
-// far plus the quad's entries in earlier pairs plus, in its own pair, those of the quad's earlier
-// lanes and, for a high half, its own low half, so the entries land in column order with no
-// atomics and no vote per pair. `before_low` / `before_high` select, in the quad words built below,
-// the bytes of the lanes before this one.
+// word (bit i: the low half of pair i, bit 16 + i: the high half); an exclusive prefix of the quad's
+// four counts gives the lane its first slot, and its entries take the slots from there. A row's
+// entries are therefore in a fixed order (slice by slice, within a slice lane by lane, within a
+// lane low halves before high halves, each by pair), the same every run, but not column order:
+// TWELL_SPEC leaves the order within a tile open, and ranking each entry among the quad's in
+// column order cost about 11 more instructions per entry, each taken from the wgmma's issue.
 constexpr int kPairsPerSlice = 64 / kPackSlices;
 static_assert(kPairsPerSlice == 8, "a slice's entry word holds 8 pairs");
 
@@ -396,7 +400,7 @@ __device__ __forceinline__ std::uint32_t select_pair(const std::uint32_t (&pairs
 
 template <int Compression, int Slice>
 __device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t before_low, std::uint32_t before_high) {
+                                            std::uint32_t lane_in_quad) {
   constexpr int kFirst = Slice * kPairsPerSlice;
   constexpr int kHalf = kFirst / 32;
   constexpr int kFirstPair = kFirst % 32;
@@ -408,43 +412,39 @@ __device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], Pa
     slice_pairs[i] = pairs[kHalf * 32 + kFirstPair + i];
     entries |= positive_halves(slice_pairs[i]) & (0x00010001u << i);
   }
-  // The quad's words, byte by byte: low = [lane 0 low halves, lane 1 low, lane 0 high, lane 1 high],
-  // high = the same for lanes 2 and 3.
-  const std::uint32_t quad_low =
-      __shfl_sync(0xffffffffu, entries, 0, 4) | (__shfl_sync(0xffffffffu, entries, 1, 4) << 8);
-  const std::uint32_t quad_high =
-      __shfl_sync(0xffffffffu, entries, 2, 4) | (__shfl_sync(0xffffffffu, entries, 3, 4) << 8);
+  const std::uint32_t count = __popc(entries);
+  std::uint32_t through_this_lane = count;
+  std::uint32_t earlier = __shfl_up_sync(0xffffffffu, through_this_lane, 1, 4);
+  if (lane_in_quad >= 1) through_this_lane += earlier;
+  earlier = __shfl_up_sync(0xffffffffu, through_this_lane, 2, 4);
+  if (lane_in_quad >= 2) through_this_lane += earlier;
+  const std::uint32_t quad_count = __shfl_sync(0xffffffffu, through_this_lane, 3, 4);
   std::uint32_t& found = cursor.found[kHalf];
-  for (std::uint32_t rest = entries; rest != 0; rest &= rest - 1) {
+  std::uint32_t slot = found + through_this_lane - count;
+  for (std::uint32_t rest = entries; rest != 0; rest &= rest - 1, ++slot) {
     const std::uint32_t bit = static_cast<std::uint32_t>(__ffs(static_cast<int>(rest))) - 1;
     const std::uint32_t i = bit & 15u;
     const std::uint32_t high_half = bit >> 4;
-    const std::uint32_t this_pair = 0x01010101u << i;
-    const std::uint32_t earlier_pairs = this_pair - 0x01010101u;  // bits below i in every byte
-    const std::uint32_t slot = found + __popc(quad_low & (earlier_pairs | (before_low & this_pair))) +
-                               __popc(quad_high & (earlier_pairs | (before_high & this_pair))) +
-                               (high_half & (entries >> i));
     store_entry_of_half<kCapacity>(slot_address<Compression>(cursor, kHalf, 1 + slot),
                                    cursor.column_base + 8 * (kFirstPair + i) + high_half,
                                    select_pair(slice_pairs, i), 0x5410u + high_half * 0x2200u, slot);
   }
-  found += __popc(quad_low) + __popc(quad_high);
+  found += quad_count;
 }
 
 // The slice index is a loop counter; the pairs must stay in registers, so each slice is its own
 // instantiation with constant indices, selected here.
 template <int Compression, int... Slices>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t before_low, std::uint32_t before_high,
+                                            std::uint32_t lane_in_quad,
                                             std::integer_sequence<int, Slices...>) {
-  ((slice == Slices ? place_slice<Compression, Slices>(pairs, cursor, before_low, before_high) : void()),
-   ...);
+  ((slice == Slices ? place_slice<Compression, Slices>(pairs, cursor, lane_in_quad) : void()), ...);
 }
 
 template <int Compression>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
-                                            std::uint32_t before_low, std::uint32_t before_high) {
-  place_slice<Compression>(slice, pairs, cursor, before_low, before_high,
+                                            std::uint32_t lane_in_quad) {
+  place_slice<Compression>(slice, pairs, cursor, lane_in_quad,
                            std::make_integer_sequence<int, kPackSlices>{});
 }
 #endif  // TWELL_SM90A_DEVICE
@@ -569,10 +569,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
     // k-blocks while the tensor cores run.
     constexpr int kSlices = kPackSlices;
     const std::uint32_t half0_address = my_staging + 4 * (warp * 16 + lane / 4) * kPitch;
-    // The bytes of the quad's entry words (see place_slice) that belong to the lanes before this one.
-    const int lane_in_quad = lane % 4;
-    const std::uint32_t before_low = lane_in_quad == 0 ? 0u : lane_in_quad == 1 ? 0x00FF00FFu : 0xFFFFFFFFu;
-    const std::uint32_t before_high = lane_in_quad == 3 ? 0x00FF00FFu : 0u;
+    const std::uint32_t lane_in_quad = static_cast<std::uint32_t>(lane % 4);
     std::uint32_t deferred_pairs[64];
     PackCursor deferred{half0_address, 0, {0, 0}};
     int deferred_first_token = -1;  // < 0: no tile waits to be packed
@@ -639,7 +636,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
         wgmma_commit();
         // While this k-block's wgmma run, one slice of the previous tile.
         if (deferred_first_token >= 0 && kb < kSlices) {
-          place_slice<Compression>(kb, deferred_pairs, deferred, before_low, before_high);
+          place_slice<Compression>(kb, deferred_pairs, deferred, lane_in_quad);
           if (kb == kSlices - 1) finish_deferred_tile();
         }
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
@@ -656,7 +653,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
       if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
       if (deferred_first_token >= 0) {  // fewer k-blocks than slices
         for (int slice = k_blocks; slice < kSlices; ++slice)
-          place_slice<Compression>(slice, deferred_pairs, deferred, before_low, before_high);
+          place_slice<Compression>(slice, deferred_pairs, deferred, lane_in_quad);
         finish_deferred_tile();
       }
 
@@ -677,7 +674,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
     if (deferred_first_token >= 0) {  // the last tile
 #pragma unroll
       for (int slice = 0; slice < kSlices; ++slice)
-        place_slice<Compression>(slice, deferred_pairs, deferred, before_low, before_high);
+        place_slice<Compression>(slice, deferred_pairs, deferred, lane_in_quad);
       finish_deferred_tile();
     }
     // The shared memory the stores read must outlive them.

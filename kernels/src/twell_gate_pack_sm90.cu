@@ -31,7 +31,9 @@
 // 1.193-1.197 for the vote-per-pair placing before it (h200-gate-lane-placing-consumer-2026-12-05.json).
 // Dropping the column order (consecutive slots per lane) took the H100's pairs from 1.065-1.074 to
 // 1.026-1.041 at 5 % and from 0.970-0.973 to 0.945-0.963 at 0.5 %, on two machines
-// (h100-gate-lane-order-2026-12-06.json).
+// (h100-gate-lane-order-2026-12-06.json); writing out the first eight k-blocks, so that each slice's
+// index is a constant, took them on to 0.978-0.995 and 0.910-0.926
+// (h100-gate-constant-slices-2026-12-06.json).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -620,7 +622,8 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
       const int m0 = ((item / n_tiles) * kClusterSize + static_cast<int>(rank)) * kTileM;
       const int n_tile = item % n_tiles;
       int previous_stage = -1;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      // One k-block: its wgmma issued, then `place` while they run.
+      auto k_block = [&](int kb, auto place) {
         mbarrier_wait(&full[stage], phase);
         const unsigned char* a_tile = stage_base + stage * kStageBytes + consumer * 64 * 128;
         const unsigned char* b_tile = stage_base + stage * kStageBytes + kStageBytesA;
@@ -634,11 +637,7 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
           wgmma_m64n256k16(acc, desc_a + 2 * k16, desc_b + 2 * k16, kb + k16 != 0);
         }
         wgmma_commit();
-        // While this k-block's wgmma run, one slice of the previous tile.
-        if (deferred_first_token >= 0 && kb < kSlices) {
-          place_slice<Compression>(kb, deferred_pairs, deferred, lane_in_quad);
-          if (kb == kSlices - 1) finish_deferred_tile();
-        }
+        place();
         // Keep this stage's wgmma in flight; the previous stage's are done once at most one group
         // is pending, so its buffers go back to the producer.
         wgmma_wait<1>();
@@ -648,7 +647,23 @@ __global__ void TWELL_GATE_CLUSTER_DIMS(ClusterSize) __launch_bounds__(kThreads,
           stage = 0;
           phase ^= 1;
         }
+      };
+      // The first kSlices k-blocks each place one slice of the previous tile, written out one by one
+      // so that the slice is a constant. Chosen at run time, each slice went through a chain of
+      // compares and branches; written out, the gate runs 3-5 % faster.
+      [&]<int... Slices>(std::integer_sequence<int, Slices...>) {
+        ((Slices < k_blocks ? k_block(Slices,
+                                      [&] {
+                                        if (deferred_first_token < 0) return;
+                                        place_slice<Compression, Slices>(deferred_pairs, deferred,
+                                                                         lane_in_quad);
+                                        if (Slices == kSlices - 1) finish_deferred_tile();
+                                      })
+                            : void()),
+         ...);
       }
+      (std::make_integer_sequence<int, kSlices>{});
+      for (int kb = kSlices; kb < k_blocks; ++kb) k_block(kb, [] {});
       wgmma_wait<0>();
       if (previous_stage >= 0 && thread_in_group == 0) release_stage<ClusterSize>(&empty[previous_stage]);
       if (deferred_first_token >= 0) {  // fewer k-blocks than slices

@@ -32,7 +32,7 @@
 // Dropping the column order (consecutive slots per lane) took the H100's pairs from 1.065-1.074 to
 // 1.026-1.041 at 5 % and from 0.970-0.973 to 0.945-0.963 at 0.5 %, on two machines
 // (h100-gate-lane-order-2026-12-06.json); writing out the first eight k-blocks, so that each slice's
-// index is a constant, took them on to 0.978-0.995 and 0.910-0.926
+// index is a constant, took them on to 0.978-0.998 and 0.909-0.928 on two more
 // (h100-gate-constant-slices-2026-12-06.json).
 #include <cuda.h>
 #include <cuda_bf16.h>

@@ -434,8 +434,9 @@ __device__ __forceinline__ void place_slice(const std::uint32_t (&pairs)[64], Pa
   found += quad_count;
 }
 
-// The slice index is a loop counter; the pairs must stay in registers, so each slice is its own
-// instantiation with constant indices, selected here.
+// For the tails, where the slice index is a run-time loop counter (fewer k-blocks than slices, the
+// last tile): the pairs must stay in registers, so each slice is its own instantiation with
+// constant indices, selected here. The main loop names its slices at compile time instead.
 template <int Compression, int... Slices>
 __device__ __forceinline__ void place_slice(int slice, const std::uint32_t (&pairs)[64], PackCursor& cursor,
                                             std::uint32_t lane_in_quad,

@@ -116,6 +116,9 @@ constexpr GateClusterPoint kGateClusterMeasured[] = {
 //   against dense at 0.1 %: 1.238 / 1.216 / 1.204 / 1.429 against 1.119 / 1.097 / 1.131 / 1.270 at
 //   M 64 / 128 / 256 / 1024; at M 512 a tie (1.367 / 1.210 / 1.117 against 1.417 / 1.251 / 1.068 at
 //   0.1 / 0.25 / 0.5 %), given to cuBLAS so the boundary stays one token count.
+//   Re-measured after the gate's lane-order placing and written-out k-blocks (2026-12-06,
+//   h100-small-m-gate-boundary-2026-12-06.json, three runs): 27-29 against 35-37 us at M 256, 52-55
+//   against 57-61 at M 1024, a tie at M 512, 78-83 against 85-88 for the fused gate at M 2048.
 struct GateCublasPackPoint {
   const char* gpu_name;  // cudaDeviceProp::name, exactly
   int tokens;

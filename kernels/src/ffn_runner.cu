@@ -26,6 +26,7 @@ struct FfnRunner::Impl {
   cudaStream_t stream;
   DenseFfn dense;
   DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
+  DeviceBuffer<std::uint32_t> h_packed;                 ///< packed's shape: the split consumer's h
   DeviceBuffer<__nv_bfloat16> gate_preactivations;      ///< [M, N]: GateKernel::CublasPack's GEMM output
   DeviceBuffer<std::uint32_t> balance_plan;             ///< the consumer's pieces balanced by non-zeros
   DeviceBuffer<float> balance_partials;                 ///< [slots, D]: split tokens' partial outputs
@@ -45,6 +46,7 @@ struct FfnRunner::Impl {
   Event overflow_done{false};
   std::uint64_t last_rows = 0, last_tiles = 0;
   bool tiles_counted = true;
+  bool split_allowed = true, last_split = false;
   TwellKernels requested, last_kernels;
 };
 
@@ -87,6 +89,15 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   const UpDownBalanceSizes balance = up_down_balance_sizes(rows, hidden, device);
   if (balance.extra_pieces == 0) return 0;
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
+}
+
+// Whether the CTA consumer (`resolved`) runs in its split form on `device` for `tokens`: where it
+// measured faster there, and only where the launch runs one CTA per token (UpDownArgs::h_packed).
+// The call itself must also be gated and in default precision.
+bool split_consumer_applies(UpDownKernel resolved, int tokens, int hidden, int device) {
+  return (resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta) &&
+         up_down_balance_sizes(tokens, hidden, device).extra_pieces == 0 &&
+         up_down_split_preferred(device, tokens);
 }
 
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
@@ -134,8 +145,12 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
   if (resolve_gate_kernel(request.kernels.gate, true, device, request.tokens) == GateKernel::CublasPack)
     bytes.gate_output = rows * neurons * kBf16;
-  if (resolve_up_down_kernel(request.kernels.up_down, request.hidden) == UpDownKernel::BalancedCta)
+  const UpDownKernel consumer = resolve_up_down_kernel(request.kernels.up_down, request.hidden);
+  if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
+  // The split consumer's copy of the packed rows (planned whether or not the call will be gated).
+  if (split_consumer_applies(consumer, request.tokens, request.hidden, device))
+    bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
     // The pre-activations of the overflowing rows are counted even behind the cuBLAS gate, whose
@@ -158,7 +173,8 @@ FfnWorkspaceBytes FfnRunner::workspace_bytes() const {
   const Impl& impl = *m_impl;
   FfnWorkspaceBytes bytes;
   bytes.dense = impl.dense.workspace_bytes();
-  bytes.packed = impl.packed.bytes() + impl.overflow_state.bytes() + impl.overflow_rows.bytes();
+  bytes.packed =
+      impl.packed.bytes() + impl.h_packed.bytes() + impl.overflow_state.bytes() + impl.overflow_rows.bytes();
   bytes.overflow_rows = impl.tail_input.bytes() + impl.tail_output.bytes();
   bytes.gate_output = impl.gate_preactivations.bytes();
   bytes.balance = impl.balance_plan.bytes() + impl.balance_partials.bytes();
@@ -240,10 +256,10 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
   const GateKernel gate =
       resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up, tokens);
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
   int gate_cluster_size = 1;
   if (gate == GateKernel::Sm90) {
-    int device = 0;
-    TWELL_CUDA_CHECK(cudaGetDevice(&device));
     if (!gate_kernel_sm90_available(device))
       throw Error(Error::Kind::Unsupported,
                   "TwELL FFN: the sm_90a gate kernel was requested but this device or build cannot run it");
@@ -255,6 +271,9 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
   impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
+  impl.last_split = impl.split_allowed && gated && !options.highest_precision &&
+                    split_consumer_applies(up_down, tokens, weights.hidden, device);
+  if (impl.last_split) impl.h_packed.ensure(packed_words(rows, padded, compression));
   impl.tiles_counted = gate != GateKernel::Sm90;
 
   {
@@ -324,6 +343,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     consume.kernel = up_down;
     if (up_down == UpDownKernel::BalancedCta)
       attach_balance_workspace(consume, tokens, weights.hidden, impl.balance_plan, impl.balance_partials);
+    if (impl.last_split) consume.h_packed = impl.h_packed.data();
     launch_twell_up_down(consume, stream);
   }
 
@@ -421,6 +441,14 @@ void FfnRunner::set_twell_kernels(const TwellKernels& kernels) {
 
 TwellKernels FfnRunner::last_twell_kernels() const {
   return m_impl->last_kernels;
+}
+
+void FfnRunner::set_up_down_split_allowed(bool allowed) {
+  m_impl->split_allowed = allowed;
+}
+
+bool FfnRunner::last_up_down_split() const {
+  return m_impl->last_split;
 }
 
 std::vector<std::uint32_t> FfnRunner::last_overflow_row_indices() {

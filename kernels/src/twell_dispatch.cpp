@@ -144,6 +144,21 @@ constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 8192, false},
 };
 
+// Whether the CTA consumer's split form (a kernel writing every h, then one accumulating the down
+// rows; twell_up_down.cu) ran faster than the fused kernel, per GPU model and token count. It only
+// runs where one CTA per token runs (from 8 tokens a resident CTA slot, 4224 on 132 SMs).
+// - H100 80GB HBM3, 2026-12-06 (h100-up-down-split-form-2026-12-06.json): the consumer alone at
+//   M 131072 4.11 against 4.70 ms at 0.5 %, 7.77 against 7.80 at 1 %, 15.30 against 15.38 at 2 %.
+// - H200: not measured (none was lent that day); the fused kernel stays.
+struct UpDownSplitPoint {
+  const char* gpu_name;  // cudaDeviceProp::name, exactly
+  int tokens;
+  bool preferred;
+};
+constexpr UpDownSplitPoint kUpDownSplitMeasured[] = {
+    {"NVIDIA H100 80GB HBM3", 131072, true},
+};
+
 // The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token
 // counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
 template <typename Point, std::size_t Count, typename Applies>
@@ -223,6 +238,17 @@ bool gate_cublas_pack_preferred_for(const std::string& gpu_name, int tokens) {
 
 bool gate_cublas_pack_preferred(int device, int tokens) {
   return gate_cublas_pack_preferred_for(device_model(device).name, tokens);
+}
+
+bool up_down_split_preferred_for(const std::string& gpu_name, int tokens) {
+  const UpDownSplitPoint* nearest =
+      nearest_measured(kUpDownSplitMeasured, tokens,
+                       [&](const UpDownSplitPoint& point) { return gpu_name == point.gpu_name; });
+  return nearest != nullptr && nearest->preferred;
+}
+
+bool up_down_split_preferred(int device, int tokens) {
+  return up_down_split_preferred_for(device_model(device).name, tokens);
 }
 
 }  // namespace twell::cuda

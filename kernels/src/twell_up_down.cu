@@ -10,6 +10,14 @@
 // warp took up/down from 4.55 to 4.08 ms at M 131072, 0.5 % (8.04 -> 7.08 at 1 %, 15.2-15.4 -> 13.5 at 2 %)
 // on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
+// The split form (UpDownArgs::h_packed, gated and default precision, one CTA per token): a first
+// kernel runs phase 1 and writes each non-zero's h, rounded to bf16 as phase 2 rounds it, into a copy
+// of the packed rows; the non-gated kernel then accumulates the down rows from that copy. The output is
+// the fused kernel's bit for bit. Each kernel then gathers rows of one matrix, 23 MB at D 2048,
+// N 5632 instead of 46: at M 131072, 0.5 % on an H100 the two took 4.11 ms against the fused kernel's
+// 4.70 (0.99x of it at 1-2 %), where the fused kernel keeps L2 97 % busy at a 52 % hit rate
+// (h100-up-down-split-form-2026-12-06.json).
+//
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
 // pure gather of the same rows at 3.2 ms. Why the tensor cores in the dot products: the per-element
@@ -62,7 +70,8 @@ struct UpDownParams {
   const __nv_bfloat16* down_t;
   const std::uint32_t* row_flags;
   __nv_bfloat16* out;
-  int hidden, chunks;  // chunks = D / 8 = threads doing work
+  std::uint32_t* h_packed;  // the split form: its first kernel writes h here, in packed's layout
+  int hidden, chunks;       // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
   int rows;
@@ -172,10 +181,13 @@ __device__ __forceinline__ float warp_dot_four_fp32(const uint4& x, const uint4 
 }
 
 // kMaxThreads bounds the CTA (D / 8 rounded up to warps).
-template <bool kGated, bool kHighest, int kMaxThreads>
+template <bool kGated, bool kHighest, int kMaxThreads, bool kWritesH = false>
 __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks : 1)
     twell_up_down_kernel(const UpDownParams p) {
+  static_assert(!kWritesH || (kGated && !kHighest), "the split form stores h as bf16");
   constexpr int kMaxWarps = kMaxThreads / 32;
+  // The split form's first kernel: where each staged entry came from in the pass's words.
+  __shared__ std::uint16_t entry_source[kWritesH ? kChunkWords : 1];
   __shared__ std::uint32_t row_words[kChunkWords];
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
   __shared__ std::uint32_t tile_offset[32];
@@ -282,8 +294,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     for (int w = t; w < pass_words; w += blockDim.x) {
       const int tile = w >> p.slot_shift, slot = w & (slots - 1);
       const std::uint32_t count = min(row_words[tile * slots], capacity);
-      if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count)
+      if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count) {
         entries[tile_offset[tile] + slot - 1] = row_words[w];
+        if constexpr (kWritesH) entry_source[tile_offset[tile] + slot - 1] = static_cast<std::uint16_t>(w);
+      }
+      if constexpr (kWritesH) {
+        if (slot == 0)
+          p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots + w] =
+              row_words[w];
+      }
     }
     const int total = static_cast<int>(entry_total);
     if (t < kPad) entries[total + t] = 0u;
@@ -330,53 +349,65 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
         __syncthreads();
       }
-      // Phase 2: out += h_j * Wd^T[j], h_j = gate_j * u_j (gated) or the packed value (non-gated).
-      for (int first = 0; first < chunk_entries; first += kDownStep) {
-        std::uint32_t words[kDownStep];
-#pragma unroll
-        for (int i = 0; i < kDownStep; i += 4) {
-          const uint4 four = *reinterpret_cast<const uint4*>(chunk + first + i);
-          words[i] = four.x, words[i + 1] = four.y, words[i + 2] = four.z, words[i + 3] = four.w;
+      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)) into h_packed, where j was in packed
+        std::uint32_t* const h_row =
+            p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
+        for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
+          const std::uint32_t word = chunk[entry];
+          const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
+                                         __float2bfloat16_rn(partials[0][entry]));
+          h_row[entry_source[chunk0 + entry]] =
+              (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
         }
-        float h[kDownStep];
-        __nv_bfloat16 h_bf16[kDownStep];
-#pragma unroll
-        for (int i = 0; i < kDownStep; ++i) {
-          const __nv_bfloat16 value = __ushort_as_bfloat16(static_cast<unsigned short>(words[i] >> 16));
-          h_bf16[i] = value;
-          h[i] = __bfloat162float(value);
-        }
-        if constexpr (kGated) {
-          float u[kDownStep];
+      } else {
+        // Phase 2: out += h_j * Wd^T[j], h_j = gate_j * u_j (gated) or the packed value (non-gated).
+        for (int first = 0; first < chunk_entries; first += kDownStep) {
+          std::uint32_t words[kDownStep];
 #pragma unroll
           for (int i = 0; i < kDownStep; i += 4) {
-            const float4 four = *reinterpret_cast<const float4*>(&partials[0][first + i]);
-            u[i] = four.x, u[i + 1] = four.y, u[i + 2] = four.z, u[i + 3] = four.w;
+            const uint4 four = *reinterpret_cast<const uint4*>(chunk + first + i);
+            words[i] = four.x, words[i + 1] = four.y, words[i + 2] = four.z, words[i + 3] = four.w;
           }
+          float h[kDownStep];
+          __nv_bfloat16 h_bf16[kDownStep];
 #pragma unroll
           for (int i = 0; i < kDownStep; ++i) {
-            if constexpr (kHighest) {
-              h[i] *= u[i];
-            } else {
-              h_bf16[i] = __hmul(h_bf16[i], __float2bfloat16_rn(u[i]));
+            const __nv_bfloat16 value = __ushort_as_bfloat16(static_cast<unsigned short>(words[i] >> 16));
+            h_bf16[i] = value;
+            h[i] = __bfloat162float(value);
+          }
+          if constexpr (kGated) {
+            float u[kDownStep];
+#pragma unroll
+            for (int i = 0; i < kDownStep; i += 4) {
+              const float4 four = *reinterpret_cast<const float4*>(&partials[0][first + i]);
+              u[i] = four.x, u[i + 1] = four.y, u[i + 2] = four.z, u[i + 3] = four.w;
+            }
+#pragma unroll
+            for (int i = 0; i < kDownStep; ++i) {
+              if constexpr (kHighest) {
+                h[i] *= u[i];
+              } else {
+                h_bf16[i] = __hmul(h_bf16[i], __float2bfloat16_rn(u[i]));
+              }
             }
           }
-        }
-        // The down rows are loaded after h is formed: fewer values live while they are in flight.
-        uint4 down_rows[kDownStep];
-#pragma unroll
-        for (int i = 0; i < kDownStep; ++i)
-          down_rows[i] = load_row(p.down_t, words[i], first + i < chunk_entries);
-        if constexpr (kHighest) {
+          // The down rows are loaded after h is formed: fewer values live while they are in flight.
+          uint4 down_rows[kDownStep];
 #pragma unroll
           for (int i = 0; i < kDownStep; ++i)
-            if (first + i < chunk_entries) accumulate8<true>(acc, h[i], h_bf16[i], down_rows[i]);
-        } else {  // rows past the end are zero with h zero: their products add nothing
+            down_rows[i] = load_row(p.down_t, words[i], first + i < chunk_entries);
+          if constexpr (kHighest) {
 #pragma unroll
-          for (int i = 0; i < kDownStep; i += 4) {
-            const uint4 four_rows[4] = {down_rows[i], down_rows[i + 1], down_rows[i + 2], down_rows[i + 3]};
-            const __nv_bfloat16 four_h[4] = {h_bf16[i], h_bf16[i + 1], h_bf16[i + 2], h_bf16[i + 3]};
-            accumulate_four_bf16(acc_mma, four_h, four_rows, own_lane);
+            for (int i = 0; i < kDownStep; ++i)
+              if (first + i < chunk_entries) accumulate8<true>(acc, h[i], h_bf16[i], down_rows[i]);
+          } else {  // rows past the end are zero with h zero: their products add nothing
+#pragma unroll
+            for (int i = 0; i < kDownStep; i += 4) {
+              const uint4 four_rows[4] = {down_rows[i], down_rows[i + 1], down_rows[i + 2], down_rows[i + 3]};
+              const __nv_bfloat16 four_h[4] = {h_bf16[i], h_bf16[i + 1], h_bf16[i + 2], h_bf16[i + 3]};
+              accumulate_four_bf16(acc_mma, four_h, four_rows, own_lane);
+            }
           }
         }
       }
@@ -384,6 +415,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       if (chunk0 + kPhaseEntries < total || tile0 + tiles_per_pass < tile_end) __syncthreads();
     }
   }
+  if constexpr (kWritesH) return;
 
   if constexpr (!kHighest) {
 #pragma unroll
@@ -426,6 +458,15 @@ template <int kMaxThreads>
 void launch_variant(const UpDownParams& params, bool gated, bool highest, int ctas, int threads,
                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas));
+  if (gated && !highest && params.h_packed != nullptr) {  // the split form: every h, then the down rows
+    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
+    UpDownParams down = params;
+    down.packed = params.h_packed;
+    down.x = nullptr;
+    down.up = nullptr;
+    twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(down);
+    return;
+  }
   if (gated && highest) {
     twell_up_down_kernel<true, true, kMaxThreads><<<grid, threads, 0, stream>>>(params);
   } else if (gated) {
@@ -498,6 +539,9 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.down_t = args.down_t;
   params.row_flags = args.row_flags;
   params.out = args.out;
+  // The split form only where one CTA per token runs (set below otherwise): it halves the rows each
+  // kernel gathers from, which matters where L2 throughput bounds the consumer, not latency.
+  params.h_packed = gated && !args.highest_precision ? args.h_packed : nullptr;
   params.hidden = args.hidden;
   params.chunks = args.hidden / 8;
   params.tiles = args.padded_neurons / 256;
@@ -514,6 +558,7 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
                         args.balance_partials != nullptr &&
                         args.balance_partial_elements >= balance.partial_elements;
   if (balanced) {
+    params.h_packed = nullptr;
     params.plan = args.balance_plan;
     params.row_done = up_down::balance_plan_view(args.balance_plan, args.rows).row_done;
     params.partials = args.balance_partials;

@@ -370,6 +370,7 @@ int main(int argc, char** argv) try {
       const std::uint64_t overflow_rows = runner.last_overflow_rows();
       const std::optional<std::uint64_t> overflow_tiles = runner.last_overflow_tiles();
       const twell::cuda::TwellKernels auto_kernels = runner.last_twell_kernels();
+      const bool split_consumer = runner.last_up_down_split();
       const Matrix dense_slice = download_rows(dense_out.data(), check_rows, s.hidden, stream.get());
       const Matrix twell_slice = download_rows(twell_out.data(), check_rows, s.hidden, stream.get());
       std::vector<std::uint32_t> packed_slice(reference_pack.words.size());
@@ -399,6 +400,7 @@ int main(int argc, char** argv) try {
           {"overflow_rows", overflow_rows},
           {"overflow_tiles", overflow_tiles ? nlohmann::json(*overflow_tiles) : nlohmann::json()},
           {"twell_kernels", variant_name(auto_kernels)},
+          {"up_down_split", split_consumer},
           {"check", check}};
       if (!passed) {
         std::cerr << " FAILED, not timed: " << check.dump() << "\n";
@@ -420,6 +422,20 @@ int main(int argc, char** argv) try {
                               runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(),
                                            &tracer, tag);
                             }});
+      // Where Auto ran the consumer's split form, the fused kernel beside it (the same output bit for
+      // bit, checked on the slice), so the split is judged in the same run.
+      const auto run_fused_consumer = [&](twell::Tracer* trace) {
+        runner.set_twell_kernels({});
+        runner.set_up_down_split_allowed(false);
+        runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(), trace, tag);
+        runner.set_up_down_split_allowed(true);
+      };
+      if (split_consumer) {
+        run_fused_consumer(nullptr);
+        const Matrix fused_slice = download_rows(twell_out.data(), check_rows, s.hidden, stream.get());
+        row["split_matches_fused_bits"] = fused_slice.data == twell_slice.data;
+        contenders.push_back({"twell_fused_consumer", [&] { run_fused_consumer(&tracer); }});
+      }
       nlohmann::json variant_rows = nlohmann::json::array();
       for (const auto& kernels : variants) {
         runner.set_twell_kernels(kernels);
@@ -477,6 +493,16 @@ int main(int argc, char** argv) try {
                       {"overflow_sparse_ms", twell_timed.median_ms("overflow_sparse")},
                       {"gate_pack_tflops", flops_per_gemm / (gate_pack_ms * 1e9)}};
       row["twell_variants"] = variant_rows;
+      if (split_consumer) {
+        const auto fused = std::find_if(contenders.begin(), contenders.end(),
+                                        [](const Contender& c) { return c.name == "twell_fused_consumer"; });
+        row["twell_fused_consumer"] = {
+            {"total_ms", fused->median_ms("total")},
+            {"gate_pack_ms", fused->median_ms("gate_pack")},
+            {"up_down_ms", fused->median_ms("up_down")},
+            {"twell_over_fused_paired", paired_ratio(twell_timed, "total", *fused, "total")},
+            {"up_down_over_fused_paired", paired_ratio(twell_timed, "up_down", *fused, "up_down")}};
+      }
       row["speedup_dense_over_twell"] = dense_ms / twell_ms;
       row["gate_pack_over_cublas_gemm"] = gate_pack_ms / gemm_ms;
       // The same ratios as medians of per-repetition pairs (the figures to compare across runs).

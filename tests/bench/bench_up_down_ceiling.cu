@@ -3,7 +3,8 @@
 // pattern. Every non-zero (token t, neuron j) needs the up row and the down row of j (2 x D bf16);
 // with every neuron firing at the same rate, tokens share almost no rows, so those bytes come from
 // L2 once per non-zero whatever the kernel does with them. Timed on the same packed rows: the
-// consumer (default precision, gated), the same row gather with no arithmetic (16-byte register
+// consumer (default precision, gated), its split form (every h first, then the down rows) and its
+// non-gated form (the down rows alone), the same row gather with no arithmetic (16-byte register
 // loads, one CTA per token, as the consumer; with 2 and with 8 entries in flight per thread), and on
 // sm_90 the gather through bulk copies into shared memory. D is 2048 (the gathers give each of 256
 // threads one 16-byte chunk of a row). L2 flushed before every repetition, CUDA events, medians.
@@ -218,6 +219,23 @@ __global__ void __launch_bounds__(kThreads + 32) gather_bulk(const GatherParams 
 #endif
 }
 
+// Outputs (bf16 bit patterns) where consumers `a` and `b`, both writing `out`, disagree.
+std::size_t differing_outputs(const twell::cuda::UpDownArgs& a, const twell::cuda::UpDownArgs& b,
+                              DeviceBuffer<Bf16>& out, cudaStream_t stream) {
+  const auto run = [&](const twell::cuda::UpDownArgs& args) {
+    TWELL_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
+    twell::cuda::launch_twell_up_down(args, stream);
+    std::vector<std::uint16_t> bits(out.size());
+    TWELL_CUDA_CHECK(cudaMemcpyAsync(bits.data(), out.data(), out.bytes(), cudaMemcpyDeviceToHost, stream));
+    TWELL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return bits;
+  };
+  const std::vector<std::uint16_t> first = run(a), second = run(b);
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) differing += first[i] != second[i] ? 1 : 0;
+  return differing;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -252,6 +270,7 @@ int main(int argc, char** argv) try {
   DeviceBuffer<Bf16> up(static_cast<std::size_t>(intermediate) * hidden);
   DeviceBuffer<Bf16> down_t(static_cast<std::size_t>(intermediate) * hidden);
   DeviceBuffer<std::uint32_t> packed(static_cast<std::size_t>(tokens) * tiles * kSlots);
+  DeviceBuffer<std::uint32_t> h_packed(static_cast<std::size_t>(tokens) * tiles * kSlots);
   DeviceBuffer<uint4> sink(static_cast<std::size_t>(tokens) * kThreads);
   DeviceBuffer<unsigned long long> live_total(1);
   fill_uniform<<<4096, 256>>>(x.data(), x.size(), 1, 4.0f);
@@ -297,6 +316,24 @@ int main(int argc, char** argv) try {
     const double consumer_ms =
         twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions,
                                        [&] { twell::cuda::launch_twell_up_down(consumer, stream.get()); });
+    // The split form (UpDownArgs::h_packed): the same output bit for bit, checked before it is timed.
+    twell::cuda::UpDownArgs split = consumer;
+    split.h_packed = h_packed.data();
+    const std::size_t differing = differing_outputs(consumer, split, out, stream.get());
+    if (differing != 0) {
+      std::cerr << "the split consumer differs from the fused one in " << differing << " outputs\n";
+      return 1;
+    }
+    const double split_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
+      twell::cuda::launch_twell_up_down(split, stream.get());
+    });
+    // The non-gated consumer on the same rows: the down rows alone (the split form's second kernel).
+    twell::cuda::UpDownArgs down_only = consumer;
+    down_only.x = nullptr;
+    down_only.up = nullptr;
+    const double down_only_ms =
+        twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions,
+                                       [&] { twell::cuda::launch_twell_up_down(down_only, stream.get()); });
     const double gather_ms = twell::test::flushed_median_ms(flusher, stream.get(), warmup, repetitions, [&] {
       gather_registers<2><<<static_cast<unsigned>(tokens), kThreads, 0, stream.get()>>>(gather);
     });
@@ -314,6 +351,9 @@ int main(int argc, char** argv) try {
         {"live_per_token", static_cast<double>(live) / tokens},
         {"weight_row_bytes", row_bytes},
         {"consumer_ms", consumer_ms},
+        {"split_consumer_ms", split_ms},
+        {"split_over_consumer", split_ms / consumer_ms},
+        {"down_only_consumer_ms", down_only_ms},
         {"gather_registers_ms", gather_ms},
         {"gather_registers_tb_per_s", row_bytes / (gather_ms * 1e-3) / 1e12},
         {"consumer_over_gather", consumer_ms / gather_ms},
@@ -325,6 +365,9 @@ int main(int argc, char** argv) try {
     std::snprintf(line, sizeof line, "  %6.2f %11.1f %12.3f %10.3f %8.3f %12.2f %16.2f\n", percent,
                   static_cast<double>(live) / tokens, consumer_ms, gather_ms, bulk_ms,
                   row_bytes / (gather_ms * 1e-3) / 1e12, consumer_ms / gather_ms);
+    std::cerr << line;
+    std::snprintf(line, sizeof line, "         split consumer %.3f ms (%.3fx), down rows alone %.3f ms\n",
+                  split_ms, split_ms / consumer_ms, down_only_ms);
     std::cerr << line;
     std::snprintf(line, sizeof line, "         8 entries in flight per thread: %.3f ms, %.2f TB/s\n",
                   gather_deep_ms, row_bytes / (gather_deep_ms * 1e-3) / 1e12);

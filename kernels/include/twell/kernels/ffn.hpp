@@ -128,6 +128,11 @@ class FfnRunner {
   /// The kernels the last twell() call ran, Auto resolved (the overflow route: the one that ran, or
   /// where no row overflowed, the one that would have for a few rows).
   TwellKernels last_twell_kernels() const;
+  /// Whether later twell() calls may run the CTA consumer in its split form where it measured faster
+  /// (up_down_split_preferred; default true). Off: always the fused kernel (benchmarks compare them).
+  void set_up_down_split_allowed(bool allowed);
+  /// Whether the last twell() call ran the split form.
+  bool last_up_down_split() const;
 
   /// Rows recomputed densely by the last twell() call (synchronises the stream).
   std::uint64_t last_overflow_rows();
@@ -191,5 +196,12 @@ int sm90_gate_cluster_size(int device, int tokens);
 bool gate_cublas_pack_preferred_for(const std::string& gpu_name, int tokens);
 /// The same for `device`, its name read once.
 bool gate_cublas_pack_preferred(int device, int tokens);
+
+/// Whether FfnRunner runs the CTA consumer in its split form (UpDownArgs::h_packed) for `tokens` on a
+/// GPU model: where bench_up_down_ceiling and bench_ffn measured it faster than the fused kernel at the
+/// nearest token count measured on that model. False on a model never measured.
+bool up_down_split_preferred_for(const std::string& gpu_name, int tokens);
+/// The same for `device`, its name read once.
+bool up_down_split_preferred(int device, int tokens);
 
 }  // namespace twell::cuda

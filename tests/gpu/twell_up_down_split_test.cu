@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The CTA consumer's split form (UpDownArgs::h_packed): a kernel that writes every non-zero's h into
+// a copy of the packed rows, then the non-gated kernel over that copy. It must write the fused
+// kernel's output bit for bit, for every compression, with tokens of several chunks and passes and
+// with flagged rows, and it must stay out of the way where it does not apply (highest precision, the
+// balanced launch). FfnRunner runs it where up_down_split_preferred says so, within its workspace plan.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "controlled_density.hpp"
+#include "gpu_test_support.hpp"
+#include "twell/kernels/ffn.hpp"
+#include "twell/kernels/twell_gate_pack.hpp"
+#include "twell/kernels/twell_up_down.hpp"
+#include "twell/metrics.hpp"
+#include "twell/twell_format.hpp"
+
+namespace twell::test {
+namespace {
+
+constexpr std::uint32_t kPoisonWord = 0xa5a5a5a5u;
+
+struct SplitShape {
+  std::uint32_t compression;
+  int hidden;
+};
+
+class TwellUpDownSplit : public ::testing::TestWithParam<SplitShape> {};
+
+std::vector<std::uint16_t> download_bits(const cuda::DeviceBuffer<__nv_bfloat16>& buffer) {
+  std::vector<std::uint16_t> bits(buffer.size());
+  TWELL_CUDA_CHECK(cudaMemcpy(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  return bits;
+}
+
+TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const SplitShape shape = GetParam();
+  // 10 tiles: at C = 2 two passes of staged words; about 100 non-zeros a token: two chunks.
+  const int rows = 160, neurons = 2560, padded = cuda::twell_padded_neurons(neurons);
+  ControlledFfnOptions options;
+  options.tokens = rows;
+  options.hidden = static_cast<std::size_t>(shape.hidden);
+  options.intermediate = neurons;
+  options.density = 0.04;
+  options.heavy_row_fraction = 0.05;  // these overflow C = 8 and C = 4: flagged, skipped by both forms
+  options.heavy_row_density = 0.4;
+  options.seed = 23;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device_ffn(problem);
+  const auto x = upload_bf16(problem.x);
+
+  const std::size_t words =
+      static_cast<std::size_t>(rows) * padded / 256 * twell_slots_per_tile(shape.compression);
+  cuda::DeviceBuffer<std::uint32_t> packed(words), h_packed(words), state(2 + rows), list(rows);
+  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
+  cuda::GatePackArgs pack;
+  pack.x = x.data();
+  pack.weight = device_ffn.gate.data();
+  pack.rows = rows;
+  pack.hidden = shape.hidden;
+  pack.neurons = neurons;
+  pack.compression = shape.compression;
+  pack.packed = packed.data();
+  pack.overflow = {state.data(), state.data() + 2, list.data()};
+  cuda::launch_twell_gate_pack(pack, nullptr);
+  std::vector<std::uint32_t> flags(rows);
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), state.data() + 2, rows * 4, cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> packed_host(words);
+  TWELL_CUDA_CHECK(cudaMemcpy(packed_host.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
+  const std::uint32_t slots = twell_slots_per_tile(shape.compression), capacity = slots - 1;
+  int flagged = 0, two_chunks = 0;
+  for (int r = 0; r < rows; ++r) {
+    flagged += flags[r] != 0 ? 1 : 0;
+    std::uint32_t entries = 0;
+    for (int tile = 0; tile < padded / 256; ++tile)
+      entries +=
+          std::min(packed_host[static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots], capacity);
+    two_chunks += flags[r] == 0 && entries > 64 ? 1 : 0;
+  }
+  if (shape.compression != 2) ASSERT_GT(flagged, 0);
+  ASSERT_GT(two_chunks, 0);
+
+  const auto run = [&](bool split, bool highest, cuda::UpDownKernel kernel) {
+    auto out = poisoned_bf16(static_cast<std::size_t>(rows) * shape.hidden);
+    std::vector<std::uint32_t> poison(words, kPoisonWord);
+    TWELL_CUDA_CHECK(cudaMemcpy(h_packed.data(), poison.data(), h_packed.bytes(), cudaMemcpyHostToDevice));
+    cuda::UpDownArgs args;
+    args.x = x.data();
+    args.packed = packed.data();
+    args.up = device_ffn.up.data();
+    args.down_t = device_ffn.down_t.data();
+    args.row_flags = state.data() + 2;
+    args.out = out.data();
+    args.rows = rows;
+    args.hidden = shape.hidden;
+    args.padded_neurons = padded;
+    args.compression = shape.compression;
+    args.highest_precision = highest;
+    args.kernel = kernel;
+    if (split) args.h_packed = h_packed.data();
+    cuda::launch_twell_up_down(args, nullptr);
+    TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+    return download_bits(out);
+  };
+  const auto h_packed_untouched = [&] {
+    std::vector<std::uint32_t> host(words);
+    TWELL_CUDA_CHECK(cudaMemcpy(host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
+    for (std::uint32_t word : host)
+      if (word != kPoisonWord) return false;
+    return true;
+  };
+
+  const std::vector<std::uint16_t> fused = run(false, false, cuda::UpDownKernel::PerTokenCta);
+  const std::vector<std::uint16_t> split = run(true, false, cuda::UpDownKernel::PerTokenCta);
+  EXPECT_EQ(split, fused);
+  // The copy holds every unflagged token's counts, and its entries name the packed rows' neurons.
+  std::vector<std::uint32_t> h_host(words);
+  TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; ++r) {
+    if (flags[r] != 0) continue;
+    for (int tile = 0; tile < padded / 256; ++tile) {
+      const std::size_t base = static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots;
+      ASSERT_EQ(h_host[base], packed_host[base]) << "row " << r << " tile " << tile;
+      for (std::uint32_t slot = 1; slot <= std::min(packed_host[base], capacity); ++slot)
+        ASSERT_EQ(h_host[base + slot] & 0xffffu, packed_host[base + slot] & 0xffffu) << "row " << r;
+    }
+  }
+  // A flagged row is written by neither form.
+  for (int r = 0; r < rows; ++r)
+    if (flags[r] != 0) EXPECT_EQ(split[static_cast<std::size_t>(r) * shape.hidden], 0xffffu) << "row " << r;
+
+  // Highest precision keeps h in fp32: the fused kernel runs and the copy is not written.
+  EXPECT_EQ(run(true, true, cuda::UpDownKernel::PerTokenCta),
+            run(false, true, cuda::UpDownKernel::PerTokenCta));
+  EXPECT_TRUE(h_packed_untouched());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TwellUpDownSplit,
+                         ::testing::Values(SplitShape{8, 2048}, SplitShape{4, 2048}, SplitShape{2, 2048},
+                                           SplitShape{8, 4096}),
+                         [](const ::testing::TestParamInfo<SplitShape>& info) {
+                           return "C" + std::to_string(info.param.compression) + "_D" +
+                                  std::to_string(info.param.hidden);
+                         });
+
+TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  int device = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  const int rows = 64, hidden = 256, neurons = 512, padded = cuda::twell_padded_neurons(neurons);
+  const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
+  ASSERT_GT(sizes.extra_pieces, 0);
+  ControlledFfnOptions options;
+  options.tokens = rows;
+  options.hidden = hidden;
+  options.intermediate = neurons;
+  options.density = 0.05;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device_ffn(problem);
+  const auto x = upload_bf16(problem.x);
+  const std::size_t words = static_cast<std::size_t>(rows) * padded / 8;
+  cuda::DeviceBuffer<std::uint32_t> packed(words), h_packed(words), state(2 + rows), list(rows);
+  cuda::DeviceBuffer<std::uint32_t> plan(sizes.plan_words);
+  cuda::DeviceBuffer<float> partials(sizes.partial_elements);
+  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
+  cuda::GatePackArgs pack;
+  pack.x = x.data();
+  pack.weight = device_ffn.gate.data();
+  pack.rows = rows;
+  pack.hidden = hidden;
+  pack.neurons = neurons;
+  pack.packed = packed.data();
+  pack.overflow = {state.data(), state.data() + 2, list.data()};
+  cuda::launch_twell_gate_pack(pack, nullptr);
+  const auto run = [&](bool split) {
+    auto out = poisoned_bf16(static_cast<std::size_t>(rows) * hidden);
+    TWELL_CUDA_CHECK(cudaMemset(h_packed.data(), 0xa5, h_packed.bytes()));
+    cuda::UpDownArgs args;
+    args.x = x.data();
+    args.packed = packed.data();
+    args.up = device_ffn.up.data();
+    args.down_t = device_ffn.down_t.data();
+    args.row_flags = state.data() + 2;
+    args.out = out.data();
+    args.rows = rows;
+    args.hidden = hidden;
+    args.padded_neurons = padded;
+    args.kernel = cuda::UpDownKernel::BalancedCta;
+    args.balance_plan = plan.data();
+    args.balance_plan_words = plan.size();
+    args.balance_partials = partials.data();
+    args.balance_partial_elements = partials.size();
+    if (split) args.h_packed = h_packed.data();
+    cuda::launch_twell_up_down(args, nullptr);
+    TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+    return download_bits(out);
+  };
+  EXPECT_EQ(run(true), run(false));
+  std::vector<std::uint32_t> host(words);
+  TWELL_CUDA_CHECK(cudaMemcpy(host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
+  for (std::uint32_t word : host) ASSERT_EQ(word, kPoisonWord);
+}
+
+// FfnRunner takes the split form where this GPU model measured it faster and one CTA per token runs:
+// the same output as the fused consumer, bit for bit, and the copy within the workspace plan.
+TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  int device = 0, multiprocessors = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  const int tokens = 8 * 4 * multiprocessors + 1;  // the first M with one CTA per token
+  ASSERT_EQ(cuda::up_down_balance_sizes(tokens, 256, device).extra_pieces, 0);
+  ControlledFfnOptions options;
+  options.tokens = static_cast<std::size_t>(tokens);
+  options.hidden = 256;
+  options.intermediate = 512;
+  options.density = 0.05;
+  const ControlledFfn problem = make_controlled_ffn(options);
+  const DeviceFfn device_ffn(problem);
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(static_cast<std::size_t>(tokens) * 256);
+  cuda::FfnRunner runner(nullptr);
+  runner.set_twell_kernels({cuda::GateKernel::Portable, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Auto});
+  runner.twell(device_ffn.weights(), FfnOptions{}, x.data(), tokens, out.data(), nullptr, TraceTag{});
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  const bool preferred = cuda::up_down_split_preferred(device, tokens);
+  EXPECT_EQ(runner.last_up_down_split(), preferred);
+  const std::vector<std::uint16_t> first = download_bits(out);
+
+  const cuda::FfnWorkspaceBytes held = runner.workspace_bytes();
+  const cuda::FfnWorkspaceBytes plan =
+      cuda::ffn_workspace_bytes({tokens, 256, 512, 8, true, {cuda::GateKernel::Portable}}, device);
+  EXPECT_EQ(held.packed, plan.packed);
+
+  runner.set_up_down_split_allowed(false);
+  runner.twell(device_ffn.weights(), FfnOptions{}, x.data(), tokens, out.data(), nullptr, TraceTag{});
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_FALSE(runner.last_up_down_split());
+  EXPECT_EQ(download_bits(out), first);
+
+  // Highest precision never splits.
+  runner.set_up_down_split_allowed(true);
+  FfnOptions highest;
+  highest.highest_precision = true;
+  runner.twell(device_ffn.weights(), highest, x.data(), tokens, out.data(), nullptr, TraceTag{});
+  EXPECT_FALSE(runner.last_up_down_split());
+  if (!preferred)
+    GTEST_SKIP() << "the split form was not measured faster on this GPU model: compared fused with fused";
+}
+
+TEST(FfnDispatch, UpDownSplitOnlyWhereItMeasuredFaster) {
+  EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 131072));
+  EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 4225));
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H200", 131072));
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA A100-SXM4-80GB", 131072));
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("", 131072));
+}
+
+}  // namespace
+}  // namespace twell::test

@@ -147,8 +147,10 @@ constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
 // Whether the CTA consumer's split form (a kernel writing every h, then one accumulating the down
 // rows; twell_up_down.cu) ran faster than the fused kernel, per GPU model and token count. It only
 // runs where one CTA per token runs (from 8 tokens a resident CTA slot, 4224 on 132 SMs).
-// - H100 80GB HBM3, 2026-12-06 (h100-up-down-split-form-2026-12-06.json): the consumer alone at
-//   M 131072 4.11 against 4.70 ms at 0.5 %, 7.77 against 7.80 at 1 %, 15.30 against 15.38 at 2 %.
+// - H100 80GB HBM3, 2026-12-06 (h100-up-down-split-form-2026-12-06.json, two fresh machines): the
+//   consumer alone at M 131072 4.11-4.13 against 4.65-4.70 ms at 0.5 %, 0.996-0.998x at 1-2 %; the
+//   FFN, fused consumer timed beside it, 0.964-0.966x at M 131072 and 0.969-0.970x at M 16384 (0.5 %),
+//   0.984-0.997x at 1-2 %.
 // - H200: not measured (none was lent that day); the fused kernel stays.
 struct UpDownSplitPoint {
   const char* gpu_name;  // cudaDeviceProp::name, exactly
@@ -156,6 +158,7 @@ struct UpDownSplitPoint {
   bool preferred;
 };
 constexpr UpDownSplitPoint kUpDownSplitMeasured[] = {
+    {"NVIDIA H100 80GB HBM3", 16384, true},
     {"NVIDIA H100 80GB HBM3", 131072, true},
 };
 

@@ -14,9 +14,9 @@
 // kernel runs phase 1 and writes each non-zero's h, rounded to bf16 as phase 2 rounds it, into a copy
 // of the packed rows; the non-gated kernel then accumulates the down rows from that copy. The output is
 // the fused kernel's bit for bit. Each kernel then gathers rows of one matrix, 23 MB at D 2048,
-// N 5632 instead of 46: at M 131072, 0.5 % on an H100 the two took 4.11 ms against the fused kernel's
-// 4.70 (0.99x of it at 1-2 %), where the fused kernel keeps L2 97 % busy at a 52 % hit rate
-// (h100-up-down-split-form-2026-12-06.json).
+// N 5632 instead of 46. On an H100, where the fused kernel keeps L2 97 % busy at a 52 % hit rate, the
+// two took 4.11-4.13 ms against its 4.65-4.70 at M 131072, 0.5 % (0.996-0.998x at 1-2 %), and the FFN
+// 0.964-0.966x of its time with the fused kernel (h100-up-down-split-form-2026-12-06.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the

@@ -46,7 +46,8 @@ struct FfnRunner::Impl {
   Event overflow_done{false};
   std::uint64_t last_rows = 0, last_tiles = 0;
   bool tiles_counted = true;
-  bool split_allowed = true, last_split = false;
+  FfnRunner::SplitConsumer split_policy = FfnRunner::SplitConsumer::Auto;
+  bool last_split = false;
   TwellKernels requested, last_kernels;
 };
 
@@ -91,13 +92,12 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
 }
 
-// Whether the CTA consumer (`resolved`) runs in its split form on `device` for `tokens`: where it
-// measured faster there, and only where the launch runs one CTA per token (UpDownArgs::h_packed).
-// The call itself must also be gated and in default precision.
-bool split_consumer_applies(UpDownKernel resolved, int tokens, int hidden, int device) {
+// Whether the CTA consumer (`resolved`) can run in its split form on `device` for `tokens`: only where
+// the launch runs one CTA per token (UpDownArgs::h_packed). The call must also be gated and in default
+// precision, and Auto takes it only where up_down_split_preferred.
+bool split_consumer_possible(UpDownKernel resolved, int tokens, int hidden, int device) {
   return (resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta) &&
-         up_down_balance_sizes(tokens, hidden, device).extra_pieces == 0 &&
-         up_down_split_preferred(device, tokens);
+         up_down_balance_sizes(tokens, hidden, device).extra_pieces == 0;
 }
 
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
@@ -149,7 +149,8 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
   // The split consumer's copy of the packed rows (planned whether or not the call will be gated).
-  if (split_consumer_applies(consumer, request.tokens, request.hidden, device))
+  if (split_consumer_possible(consumer, request.tokens, request.hidden, device) &&
+      up_down_split_preferred(device, request.tokens))
     bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
@@ -271,8 +272,9 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
   impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
-  impl.last_split = impl.split_allowed && gated && !options.highest_precision &&
-                    split_consumer_applies(up_down, tokens, weights.hidden, device);
+  impl.last_split = gated && !options.highest_precision && impl.split_policy != SplitConsumer::Never &&
+                    split_consumer_possible(up_down, tokens, weights.hidden, device) &&
+                    (impl.split_policy == SplitConsumer::Always || up_down_split_preferred(device, tokens));
   if (impl.last_split) impl.h_packed.ensure(packed_words(rows, padded, compression));
   impl.tiles_counted = gate != GateKernel::Sm90;
 
@@ -443,8 +445,8 @@ TwellKernels FfnRunner::last_twell_kernels() const {
   return m_impl->last_kernels;
 }
 
-void FfnRunner::set_up_down_split_allowed(bool allowed) {
-  m_impl->split_allowed = allowed;
+void FfnRunner::set_split_consumer(SplitConsumer policy) {
+  m_impl->split_policy = policy;
 }
 
 bool FfnRunner::last_up_down_split() const {

@@ -57,6 +57,8 @@ struct Settings {
   std::string output, order = "interleaved";
   // TwELL kernel combinations timed besides Auto ("gate/up_down"); empty: every one this device runs.
   std::vector<std::string> variants;
+  // Where the CTA consumer runs in its split form: auto (measured tables), never, always.
+  std::string split_consumer = "auto";
 };
 
 void add_options(CLI::App& app, Settings& s) {
@@ -81,6 +83,10 @@ void add_options(CLI::App& app, Settings& s) {
       ->check(CLI::Range(0.0001, 0.5));
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, s.order);
+  app.add_option("--split-consumer", s.split_consumer,
+                 "the up/down consumer's split form: auto (where measured faster), never or always (where "
+                 "one CTA per token runs); where it runs, the fused consumer is timed beside it")
+      ->check(CLI::IsMember({"auto", "never", "always"}));
   app.add_option("--variants", s.variants,
                  "TwELL kernels timed besides Auto: "
                  "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse}], "
@@ -326,6 +332,11 @@ int main(int argc, char** argv) try {
 
   twell::cuda::Stream stream;
   twell::cuda::FfnRunner runner(stream.get());
+  using SplitConsumer = twell::cuda::FfnRunner::SplitConsumer;
+  const SplitConsumer split_policy = s.split_consumer == "never"    ? SplitConsumer::Never
+                                     : s.split_consumer == "always" ? SplitConsumer::Always
+                                                                    : SplitConsumer::Auto;
+  runner.set_split_consumer(split_policy);
   twell::cuda::LtMatmul gemm;
   twell::cuda::L2Flusher flusher;
   EventTracer tracer(stream.get());
@@ -426,9 +437,9 @@ int main(int argc, char** argv) try {
       // bit, checked on the slice), so the split is judged in the same run.
       const auto run_fused_consumer = [&](twell::Tracer* trace) {
         runner.set_twell_kernels({});
-        runner.set_up_down_split_allowed(false);
+        runner.set_split_consumer(SplitConsumer::Never);
         runner.twell(weights, twell_options, x.data(), tokens, twell_out.data(), trace, tag);
-        runner.set_up_down_split_allowed(true);
+        runner.set_split_consumer(split_policy);
       };
       if (split_consumer) {
         run_fused_consumer(nullptr);
@@ -531,6 +542,7 @@ int main(int argc, char** argv) try {
       {"shape", {{"hidden", s.hidden}, {"intermediate", s.intermediate}}},
       {"compression", s.compression},
       {"highest_precision", s.highest_precision},
+      {"split_consumer", s.split_consumer},
       {"inputs",
        "controlled density (MODELS.md 4): x ~ N(0,1) with x[:,0] = 1; weights uniform, std 0.02; "
        "gate column 0 = |w_j| * Phi^-1(p)"},

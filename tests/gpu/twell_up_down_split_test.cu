@@ -206,8 +206,9 @@ TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
   for (std::uint32_t word : host) ASSERT_EQ(word, kPoisonWord);
 }
 
-// FfnRunner takes the split form where this GPU model measured it faster and one CTA per token runs:
-// the same output as the fused consumer, bit for bit, and the copy within the workspace plan.
+// FfnRunner: Auto takes the split form where this GPU model measured it faster, within the workspace
+// plan; Always and Never write the same output bit for bit; highest precision and the balanced launch
+// below 8 tokens a resident CTA slot never split.
 TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0, multiprocessors = 0;
@@ -215,6 +216,7 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   TWELL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   const int tokens = 8 * 4 * multiprocessors + 1;  // the first M with one CTA per token
   ASSERT_EQ(cuda::up_down_balance_sizes(tokens, 256, device).extra_pieces, 0);
+  ASSERT_GT(cuda::up_down_balance_sizes(tokens - 1, 256, device).extra_pieces, 0);
   ControlledFfnOptions options;
   options.tokens = static_cast<std::size_t>(tokens);
   options.hidden = 256;
@@ -224,33 +226,36 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   const DeviceFfn device_ffn(problem);
   const auto x = upload_bf16(problem.x);
   auto out = poisoned_bf16(static_cast<std::size_t>(tokens) * 256);
+  using Split = cuda::FfnRunner::SplitConsumer;
   cuda::FfnRunner runner(nullptr);
   runner.set_twell_kernels({cuda::GateKernel::Portable, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Auto});
-  runner.twell(device_ffn.weights(), FfnOptions{}, x.data(), tokens, out.data(), nullptr, TraceTag{});
-  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
-  const bool preferred = cuda::up_down_split_preferred(device, tokens);
-  EXPECT_EQ(runner.last_up_down_split(), preferred);
-  const std::vector<std::uint16_t> first = download_bits(out);
+  const auto run = [&](Split policy, const FfnOptions& ffn_options, int rows) {
+    runner.set_split_consumer(policy);
+    runner.twell(device_ffn.weights(), ffn_options, x.data(), rows, out.data(), nullptr, TraceTag{});
+    TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+    return download_bits(out);
+  };
 
+  const std::vector<std::uint16_t> automatic = run(Split::Auto, FfnOptions{}, tokens);
+  EXPECT_EQ(runner.last_up_down_split(), cuda::up_down_split_preferred(device, tokens));
   const cuda::FfnWorkspaceBytes held = runner.workspace_bytes();
   const cuda::FfnWorkspaceBytes plan =
       cuda::ffn_workspace_bytes({tokens, 256, 512, 8, true, {cuda::GateKernel::Portable}}, device);
   EXPECT_EQ(held.packed, plan.packed);
 
-  runner.set_up_down_split_allowed(false);
-  runner.twell(device_ffn.weights(), FfnOptions{}, x.data(), tokens, out.data(), nullptr, TraceTag{});
-  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<std::uint16_t> split = run(Split::Always, FfnOptions{}, tokens);
+  EXPECT_TRUE(runner.last_up_down_split());
+  const std::vector<std::uint16_t> fused = run(Split::Never, FfnOptions{}, tokens);
   EXPECT_FALSE(runner.last_up_down_split());
-  EXPECT_EQ(download_bits(out), first);
+  EXPECT_EQ(split, fused);
+  EXPECT_EQ(automatic, fused);
 
-  // Highest precision never splits.
-  runner.set_up_down_split_allowed(true);
   FfnOptions highest;
   highest.highest_precision = true;
-  runner.twell(device_ffn.weights(), highest, x.data(), tokens, out.data(), nullptr, TraceTag{});
+  run(Split::Always, highest, tokens);
   EXPECT_FALSE(runner.last_up_down_split());
-  if (!preferred)
-    GTEST_SKIP() << "the split form was not measured faster on this GPU model: compared fused with fused";
+  run(Split::Always, FfnOptions{}, tokens - 1);  // balanced: pieces of tokens, no copy
+  EXPECT_FALSE(runner.last_up_down_split());
 }
 
 TEST(FfnDispatch, UpDownSplitOnlyWhereItMeasuredFaster) {

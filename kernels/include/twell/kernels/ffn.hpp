@@ -128,9 +128,12 @@ class FfnRunner {
   /// The kernels the last twell() call ran, Auto resolved (the overflow route: the one that ran, or
   /// where no row overflowed, the one that would have for a few rows).
   TwellKernels last_twell_kernels() const;
-  /// Whether later twell() calls may run the CTA consumer in its split form where it measured faster
-  /// (up_down_split_preferred; default true). Off: always the fused kernel (benchmarks compare them).
-  void set_up_down_split_allowed(bool allowed);
+  /// Where later twell() calls run the CTA consumer in its split form (UpDownArgs::h_packed), always
+  /// only where one CTA per token runs, gated, in default precision: Auto (the default) where
+  /// up_down_split_preferred measured it faster, Never, or Always. Never and Always are for benchmarks
+  /// comparing the two forms; Always may allocate past ffn_workspace_bytes's plan, which follows Auto.
+  enum class SplitConsumer { Auto, Never, Always };
+  void set_split_consumer(SplitConsumer policy);
   /// Whether the last twell() call ran the split form.
   bool last_up_down_split() const;
 

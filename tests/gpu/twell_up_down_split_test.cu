@@ -3,10 +3,13 @@
 // a copy of the packed rows, then the non-gated kernel over that copy. It must write the fused
 // kernel's output bit for bit, for every compression, with tokens of several chunks and passes and
 // with flagged rows, and it must stay out of the way where it does not apply (highest precision, the
-// balanced launch). FfnRunner runs it where up_down_split_preferred says so, within its workspace plan.
+// balanced launch). FfnRunner runs it where up_down_split_preferred says so, within its workspace plan,
+// and Always and Never give the same output (bit for bit behind the sm_90a gate, whose entry order is
+// fixed; within the rounding of reordered fp32 sums behind the portable one, whose order is not).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "twell/kernels/twell_gate_pack.hpp"
 #include "twell/kernels/twell_up_down.hpp"
 #include "twell/metrics.hpp"
+#include "twell/numeric.hpp"
 #include "twell/twell_format.hpp"
 
 namespace twell::test {
@@ -35,6 +39,21 @@ std::vector<std::uint16_t> download_bits(const cuda::DeviceBuffer<__nv_bfloat16>
   std::vector<std::uint16_t> bits(buffer.size());
   TWELL_CUDA_CHECK(cudaMemcpy(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
   return bits;
+}
+
+// The largest relative Frobenius error of any 256-wide row of `b` against the same row of `a`.
+double max_row_error(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  constexpr std::size_t kRow = 256;
+  Matrix row_a(1, kRow), row_b(1, kRow);
+  double worst = 0;
+  for (std::size_t begin = 0; begin + kRow <= a.size(); begin += kRow) {
+    for (std::size_t d = 0; d < kRow; ++d) {
+      row_a.at(0, d) = bf16_bits_to_float(a[begin + d]);
+      row_b.at(0, d) = bf16_bits_to_float(b[begin + d]);
+    }
+    worst = std::max(worst, compare_outputs(row_a, row_b).rel_frobenius);
+  }
+  return worst;
 }
 
 TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
@@ -227,8 +246,11 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   const auto x = upload_bf16(problem.x);
   auto out = poisoned_bf16(static_cast<std::size_t>(tokens) * 256);
   using Split = cuda::FfnRunner::SplitConsumer;
+  // The sm_90a gate places a tile's entries in the same order every call; the portable gate does not.
+  const bool deterministic_gate = cuda::gate_kernel_sm90_available(device);
+  const cuda::GateKernel gate = deterministic_gate ? cuda::GateKernel::Sm90 : cuda::GateKernel::Portable;
   cuda::FfnRunner runner(nullptr);
-  runner.set_twell_kernels({cuda::GateKernel::Portable, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Auto});
+  runner.set_twell_kernels({gate, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Auto});
   const auto run = [&](Split policy, const FfnOptions& ffn_options, int rows) {
     runner.set_split_consumer(policy);
     runner.twell(device_ffn.weights(), ffn_options, x.data(), rows, out.data(), nullptr, TraceTag{});
@@ -239,16 +261,20 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   const std::vector<std::uint16_t> automatic = run(Split::Auto, FfnOptions{}, tokens);
   EXPECT_EQ(runner.last_up_down_split(), cuda::up_down_split_preferred(device, tokens));
   const cuda::FfnWorkspaceBytes held = runner.workspace_bytes();
-  const cuda::FfnWorkspaceBytes plan =
-      cuda::ffn_workspace_bytes({tokens, 256, 512, 8, true, {cuda::GateKernel::Portable}}, device);
+  const cuda::FfnWorkspaceBytes plan = cuda::ffn_workspace_bytes({tokens, 256, 512, 8, true, {gate}}, device);
   EXPECT_EQ(held.packed, plan.packed);
 
   const std::vector<std::uint16_t> split = run(Split::Always, FfnOptions{}, tokens);
   EXPECT_TRUE(runner.last_up_down_split());
   const std::vector<std::uint16_t> fused = run(Split::Never, FfnOptions{}, tokens);
   EXPECT_FALSE(runner.last_up_down_split());
-  EXPECT_EQ(split, fused);
-  EXPECT_EQ(automatic, fused);
+  if (deterministic_gate) {  // the same packed rows every call: the same bits
+    EXPECT_EQ(split, fused);
+    EXPECT_EQ(automatic, fused);
+  } else {  // the portable gate's slot order varies by call, and with it the order of the fp32 sums
+    EXPECT_LE(max_row_error(split, fused), 4e-3);
+    EXPECT_LE(max_row_error(automatic, fused), 4e-3);
+  }
 
   FfnOptions highest;
   highest.highest_precision = true;

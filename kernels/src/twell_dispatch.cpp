@@ -119,12 +119,14 @@ constexpr GateClusterPoint kGateClusterMeasured[] = {
 //   Re-measured after the gate's lane-order placing and written-out k-blocks (2026-12-06,
 //   h100-small-m-gate-boundary-2026-12-06.json, three runs): 27-29 against 35-37 us at M 256, 52-55
 //   against 57-61 at M 1024, a tie at M 512, 78-83 against 85-88 for the fused gate at M 2048.
-struct GateCublasPackPoint {
+// A yes-or-no choice between two kernels that compute the same thing, measured per GPU model and
+// token count.
+struct PreferencePoint {
   const char* gpu_name;  // cudaDeviceProp::name, exactly
   int tokens;
   bool preferred;
 };
-constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
+constexpr PreferencePoint kGateCublasPackMeasured[] = {
     {"NVIDIA H200", 64, true},
     {"NVIDIA H200", 128, true},
     {"NVIDIA H200", 256, true},
@@ -152,12 +154,7 @@ constexpr GateCublasPackPoint kGateCublasPackMeasured[] = {
 //   FFN, fused consumer timed beside it, 0.964-0.966x at M 131072 and 0.969-0.970x at M 16384 (0.5 %),
 //   0.984-0.997x at 1-2 %.
 // - H200: not measured (none was lent that day); the fused kernel stays.
-struct UpDownSplitPoint {
-  const char* gpu_name;  // cudaDeviceProp::name, exactly
-  int tokens;
-  bool preferred;
-};
-constexpr UpDownSplitPoint kUpDownSplitMeasured[] = {
+constexpr PreferencePoint kUpDownSplitMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 16384, true},
     {"NVIDIA H100 80GB HBM3", 131072, true},
 };
@@ -177,6 +174,15 @@ const Point* nearest_measured(const Point (&points)[Count], int tokens, Applies 
     }
   }
   return nearest;
+}
+
+// The preference measured on `gpu_name` at the token count nearest `tokens`; false where that model
+// was never measured.
+template <std::size_t Count>
+bool measured_preference(const PreferencePoint (&points)[Count], const std::string& gpu_name, int tokens) {
+  const PreferencePoint* nearest = nearest_measured(
+      points, tokens, [&](const PreferencePoint& point) { return gpu_name == point.gpu_name; });
+  return nearest != nullptr && nearest->preferred;
 }
 
 // What the tables key on, read once per device: the runner asks for every layer call.
@@ -233,10 +239,7 @@ int sm90_gate_cluster_size(int device, int tokens) {
 }
 
 bool gate_cublas_pack_preferred_for(const std::string& gpu_name, int tokens) {
-  const GateCublasPackPoint* nearest =
-      nearest_measured(kGateCublasPackMeasured, tokens,
-                       [&](const GateCublasPackPoint& point) { return gpu_name == point.gpu_name; });
-  return nearest != nullptr && nearest->preferred;
+  return measured_preference(kGateCublasPackMeasured, gpu_name, tokens);
 }
 
 bool gate_cublas_pack_preferred(int device, int tokens) {
@@ -244,10 +247,7 @@ bool gate_cublas_pack_preferred(int device, int tokens) {
 }
 
 bool up_down_split_preferred_for(const std::string& gpu_name, int tokens) {
-  const UpDownSplitPoint* nearest =
-      nearest_measured(kUpDownSplitMeasured, tokens,
-                       [&](const UpDownSplitPoint& point) { return gpu_name == point.gpu_name; });
-  return nearest != nullptr && nearest->preferred;
+  return measured_preference(kUpDownSplitMeasured, gpu_name, tokens);
 }
 
 bool up_down_split_preferred(int device, int tokens) {

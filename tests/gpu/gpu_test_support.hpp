@@ -12,6 +12,8 @@
 #include "test_support.hpp"
 #include "twell/kernels/device_buffer.hpp"
 #include "twell/kernels/ffn.hpp"
+#include "twell/kernels/twell_gate_pack.hpp"
+#include "twell/kernels/twell_up_down.hpp"
 #include "twell/matrix.hpp"
 #include "twell/model_generator.hpp"
 #include "twell/numeric.hpp"
@@ -91,6 +93,51 @@ struct DeviceFfn {
   cuda::DeviceBuffer<__nv_bfloat16> gate, up, down, down_t;
   int hidden, intermediate;
 };
+
+/// A problem's rows packed by the portable gate: the packed words, and the overflow state the gate
+/// writes ([0] rows flagged, [1] tiles over capacity, then one flag per row) and its row list.
+struct PortablePacked {
+  cuda::DeviceBuffer<std::uint32_t> packed, state, list;
+  const std::uint32_t* row_flags() const { return state.data() + 2; }
+};
+inline PortablePacked pack_with_portable_gate(const __nv_bfloat16* x, const DeviceFfn& ffn, int rows,
+                                              std::uint32_t compression = 8) {
+  const std::size_t tiles = static_cast<std::size_t>(cuda::twell_padded_neurons(ffn.intermediate)) / 256;
+  PortablePacked result{cuda::DeviceBuffer<std::uint32_t>(static_cast<std::size_t>(rows) * tiles *
+                                                          twell_slots_per_tile(compression)),
+                        cuda::DeviceBuffer<std::uint32_t>(2 + static_cast<std::size_t>(rows)),
+                        cuda::DeviceBuffer<std::uint32_t>(static_cast<std::size_t>(rows))};
+  TWELL_CUDA_CHECK(cudaMemset(result.state.data(), 0, result.state.bytes()));
+  cuda::GatePackArgs pack;
+  pack.x = x;
+  pack.weight = ffn.gate.data();
+  pack.rows = rows;
+  pack.hidden = ffn.hidden;
+  pack.neurons = ffn.intermediate;
+  pack.compression = compression;
+  pack.packed = result.packed.data();
+  pack.overflow = {result.state.data(), result.state.data() + 2, result.list.data()};
+  cuda::launch_twell_gate_pack(pack, nullptr);
+  return result;
+}
+
+/// The consumer's arguments for a gated problem over `packed` (its flagged rows skipped) into `out`.
+inline cuda::UpDownArgs gated_consumer_args(const __nv_bfloat16* x, const DeviceFfn& ffn,
+                                            const PortablePacked& packed, __nv_bfloat16* out, int rows,
+                                            std::uint32_t compression = 8) {
+  cuda::UpDownArgs args;
+  args.x = x;
+  args.packed = packed.packed.data();
+  args.up = ffn.up.data();
+  args.down_t = ffn.down_t.data();
+  args.row_flags = packed.row_flags();
+  args.out = out;
+  args.rows = rows;
+  args.hidden = ffn.hidden;
+  args.padded_neurons = cuda::twell_padded_neurons(ffn.intermediate);
+  args.compression = compression;
+  return args;
+}
 
 }  // namespace twell::test
 

@@ -80,17 +80,8 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
 
   // The packed rows and their overflow flags from the portable gate.
   const std::size_t words = static_cast<std::size_t>(rows) * padded / 8;
-  cuda::DeviceBuffer<std::uint32_t> packed(words), state(2 + rows), list(rows);
-  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
-  cuda::GatePackArgs pack;
-  pack.x = x.data();
-  pack.weight = device_ffn.gate.data();
-  pack.rows = rows;
-  pack.hidden = hidden;
-  pack.neurons = neurons;
-  pack.packed = packed.data();
-  pack.overflow = {state.data(), state.data() + 2, list.data()};
-  cuda::launch_twell_gate_pack(pack, nullptr);
+  const PortablePacked gate_output = pack_with_portable_gate(x.data(), device_ffn, rows);
+  const cuda::DeviceBuffer<std::uint32_t>& packed = gate_output.packed;
   TwellPacked host_packed;
   host_packed.rows = static_cast<std::uint32_t>(rows);
   host_packed.neurons = neurons;
@@ -100,7 +91,7 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
   TWELL_CUDA_CHECK(
       cudaMemcpy(host_packed.words.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
   std::vector<std::uint32_t> flags(rows);
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), state.data() + 2, rows * 4, cudaMemcpyDeviceToHost));
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), gate_output.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
   for (int r = 0; r < rows; ++r)
     if (flags[r] != 0) host_packed.overflow_rows.push_back(static_cast<std::uint32_t>(r));
 
@@ -123,7 +114,7 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
     args.packed = packed.data();
     args.up = device_ffn.up.data();
     args.down_t = device_ffn.down_t.data();
-    args.row_flags = state.data() + 2;
+    args.row_flags = gate_output.row_flags();
     args.out = out.data();
     args.rows = rows;
     args.hidden = hidden;

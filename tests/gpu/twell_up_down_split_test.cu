@@ -73,24 +73,14 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   const DeviceFfn device_ffn(problem);
   const auto x = upload_bf16(problem.x);
 
-  const std::size_t words =
-      static_cast<std::size_t>(rows) * padded / 256 * twell_slots_per_tile(shape.compression);
-  cuda::DeviceBuffer<std::uint32_t> packed(words), h_packed(words), state(2 + rows), list(rows);
-  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
-  cuda::GatePackArgs pack;
-  pack.x = x.data();
-  pack.weight = device_ffn.gate.data();
-  pack.rows = rows;
-  pack.hidden = shape.hidden;
-  pack.neurons = neurons;
-  pack.compression = shape.compression;
-  pack.packed = packed.data();
-  pack.overflow = {state.data(), state.data() + 2, list.data()};
-  cuda::launch_twell_gate_pack(pack, nullptr);
+  const PortablePacked packed = pack_with_portable_gate(x.data(), device_ffn, rows, shape.compression);
+  const std::size_t words = packed.packed.size();
+  cuda::DeviceBuffer<std::uint32_t> h_packed(words);
   std::vector<std::uint32_t> flags(rows);
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), state.data() + 2, rows * 4, cudaMemcpyDeviceToHost));
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
   std::vector<std::uint32_t> packed_host(words);
-  TWELL_CUDA_CHECK(cudaMemcpy(packed_host.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
+  TWELL_CUDA_CHECK(
+      cudaMemcpy(packed_host.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
   const std::uint32_t slots = twell_slots_per_tile(shape.compression), capacity = slots - 1;
   int flagged = 0, two_chunks = 0;
   for (int r = 0; r < rows; ++r) {
@@ -108,17 +98,8 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
     auto out = poisoned_bf16(static_cast<std::size_t>(rows) * shape.hidden);
     std::vector<std::uint32_t> poison(words, kPoisonWord);
     TWELL_CUDA_CHECK(cudaMemcpy(h_packed.data(), poison.data(), h_packed.bytes(), cudaMemcpyHostToDevice));
-    cuda::UpDownArgs args;
-    args.x = x.data();
-    args.packed = packed.data();
-    args.up = device_ffn.up.data();
-    args.down_t = device_ffn.down_t.data();
-    args.row_flags = state.data() + 2;
-    args.out = out.data();
-    args.rows = rows;
-    args.hidden = shape.hidden;
-    args.padded_neurons = padded;
-    args.compression = shape.compression;
+    cuda::UpDownArgs args =
+        gated_consumer_args(x.data(), device_ffn, packed, out.data(), rows, shape.compression);
     args.highest_precision = highest;
     args.kernel = kernel;
     if (split) args.h_packed = h_packed.data();
@@ -171,7 +152,7 @@ TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
-  const int rows = 64, hidden = 256, neurons = 512, padded = cuda::twell_padded_neurons(neurons);
+  const int rows = 64, hidden = 256, neurons = 512;
   const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
   ASSERT_GT(sizes.extra_pieces, 0);
   ControlledFfnOptions options;
@@ -182,33 +163,14 @@ TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
   const ControlledFfn problem = make_controlled_ffn(options);
   const DeviceFfn device_ffn(problem);
   const auto x = upload_bf16(problem.x);
-  const std::size_t words = static_cast<std::size_t>(rows) * padded / 8;
-  cuda::DeviceBuffer<std::uint32_t> packed(words), h_packed(words), state(2 + rows), list(rows);
-  cuda::DeviceBuffer<std::uint32_t> plan(sizes.plan_words);
+  const PortablePacked packed = pack_with_portable_gate(x.data(), device_ffn, rows);
+  const std::size_t words = packed.packed.size();
+  cuda::DeviceBuffer<std::uint32_t> h_packed(words), plan(sizes.plan_words);
   cuda::DeviceBuffer<float> partials(sizes.partial_elements);
-  TWELL_CUDA_CHECK(cudaMemset(state.data(), 0, state.bytes()));
-  cuda::GatePackArgs pack;
-  pack.x = x.data();
-  pack.weight = device_ffn.gate.data();
-  pack.rows = rows;
-  pack.hidden = hidden;
-  pack.neurons = neurons;
-  pack.packed = packed.data();
-  pack.overflow = {state.data(), state.data() + 2, list.data()};
-  cuda::launch_twell_gate_pack(pack, nullptr);
   const auto run = [&](bool split) {
     auto out = poisoned_bf16(static_cast<std::size_t>(rows) * hidden);
     TWELL_CUDA_CHECK(cudaMemset(h_packed.data(), 0xa5, h_packed.bytes()));
-    cuda::UpDownArgs args;
-    args.x = x.data();
-    args.packed = packed.data();
-    args.up = device_ffn.up.data();
-    args.down_t = device_ffn.down_t.data();
-    args.row_flags = state.data() + 2;
-    args.out = out.data();
-    args.rows = rows;
-    args.hidden = hidden;
-    args.padded_neurons = padded;
+    cuda::UpDownArgs args = gated_consumer_args(x.data(), device_ffn, packed, out.data(), rows);
     args.kernel = cuda::UpDownKernel::BalancedCta;
     args.balance_plan = plan.data();
     args.balance_plan_words = plan.size();

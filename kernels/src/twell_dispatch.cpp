@@ -38,7 +38,9 @@ struct BreakEvenPoint {
 // have moved the crossing up). The 2026-12-02 figures (0.72 / 0.81 %) predate the deferred packing.
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
-// h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %.
+// h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %. With the consumer's
+// split form, the H100's default from M 4225 since 2026-12-06, two fresh machines: M 131072 1.210 and
+// 1.193 %, M 16384 1.254 and 1.148 % (h100-up-down-split-form-2026-12-06.json).
 // Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) with uniform activations
 // (bench_ffn) crosses below M 16384 but above zero. With the gate Auto runs (cuBLASLt + pack up to M
 // 1024, sm_90a above), lowest crossing of every run and timing slot:
@@ -76,8 +78,8 @@ constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0, "bench_end_to_end, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0093, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 8192, 0.0104, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0111, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0113, "bench_ffn, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0114, "bench_ffn, H100, 2026-12-06"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0119, "bench_ffn, H100, 2026-12-06"},
 };
 
 // Which cluster size ran the gate faster, per GPU model and token count (bench_gate_sm90, gate /

@@ -92,12 +92,11 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
 }
 
-// Whether the CTA consumer (`resolved`) can run in its split form on `device` for `tokens`: only where
-// the launch runs one CTA per token (UpDownArgs::h_packed). The call must also be gated and in default
-// precision, and Auto takes it only where up_down_split_preferred.
-bool split_consumer_possible(UpDownKernel resolved, int tokens, int hidden, int device) {
-  return (resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta) &&
-         up_down_balance_sizes(tokens, hidden, device).extra_pieces == 0;
+// Whether the consumer (`resolved`) has a split form (UpDownArgs::h_packed): the CTA kernels do. The
+// call must also be gated and in default precision, and Auto takes it only where
+// up_down_split_preferred.
+bool split_consumer_possible(UpDownKernel resolved) {
+  return resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta;
 }
 
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
@@ -149,8 +148,7 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
   // The split consumer's copy of the packed rows (planned whether or not the call will be gated).
-  if (split_consumer_possible(consumer, request.tokens, request.hidden, device) &&
-      up_down_split_preferred(device, request.tokens))
+  if (split_consumer_possible(consumer) && up_down_split_preferred(device, request.tokens))
     bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
@@ -273,7 +271,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
                     std::to_string(weights.hidden) + ")");
   impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
   impl.last_split = gated && !options.highest_precision && impl.split_policy != SplitConsumer::Never &&
-                    split_consumer_possible(up_down, tokens, weights.hidden, device) &&
+                    split_consumer_possible(up_down) &&
                     (impl.split_policy == SplitConsumer::Always || up_down_split_preferred(device, tokens));
   if (impl.last_split) impl.h_packed.ensure(packed_words(rows, padded, compression));
   impl.tiles_counted = gate != GateKernel::Sm90;

@@ -149,16 +149,22 @@ constexpr PreferencePoint kGateCublasPackMeasured[] = {
 };
 
 // Whether the CTA consumer's split form (a kernel writing every h, then one accumulating the down
-// rows; twell_up_down.cu) ran faster than the fused kernel, per GPU model and token count. It only
-// runs where one CTA per token runs (from 8 tokens a resident CTA slot, 4224 on 132 SMs).
+// rows; twell_up_down.cu) ran faster than the fused kernel, per GPU model and token count: the FFN
+// with the fused consumer timed beside it (bench_ffn --split-consumer always).
 // - H100 80GB HBM3, 2026-12-06 (h100-up-down-split-form-2026-12-06.json, two fresh machines): the
 //   consumer alone at M 131072 4.11-4.13 against 4.65-4.70 ms at 0.5 %, 0.996-0.998x at 1-2 %; the
-//   FFN, fused consumer timed beside it, 0.964-0.966x at M 131072 and 0.969-0.970x at M 16384 (0.5 %),
-//   0.984-0.997x at 1-2 %.
+//   FFN 0.964-0.966x at M 131072 and 0.969-0.970x at M 16384 (0.5 %), 0.984-0.997x at 1-2 %.
+//   Below 4225 tokens, where the balanced launch cuts tokens into pieces, it loses
+//   (h100-up-down-split-balanced-2026-12-06.json; M 1024-4096 on two fresh machines, the rest on one):
+//   FFN 1.05-1.11x at M 256-2048 and 1.004-1.005x at M 4096 (0.5 %), 1.01-1.08x at 1-2 %; with one
+//   CTA per token again it wins at 0.5 %: 0.981 / 0.980 / 0.974x at M 6144 / 8192 / 12288
+//   (0.999-1.009x at 1-2 %).
 // - H200: not measured (none was lent that day); the fused kernel stays.
 constexpr PreferencePoint kUpDownSplitMeasured[] = {
-    {"NVIDIA H100 80GB HBM3", 16384, true},
-    {"NVIDIA H100 80GB HBM3", 131072, true},
+    {"NVIDIA H100 80GB HBM3", 256, false},  {"NVIDIA H100 80GB HBM3", 1024, false},
+    {"NVIDIA H100 80GB HBM3", 2048, false}, {"NVIDIA H100 80GB HBM3", 4096, false},
+    {"NVIDIA H100 80GB HBM3", 6144, true},  {"NVIDIA H100 80GB HBM3", 8192, true},
+    {"NVIDIA H100 80GB HBM3", 16384, true}, {"NVIDIA H100 80GB HBM3", 131072, true},
 };
 
 // The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token

@@ -10,13 +10,13 @@
 // warp took up/down from 4.55 to 4.08 ms at M 131072, 0.5 % (8.04 -> 7.08 at 1 %, 15.2-15.4 -> 13.5 at 2 %)
 // on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
-// The split form (UpDownArgs::h_packed, gated and default precision, one CTA per token): a first
-// kernel runs phase 1 and writes each non-zero's h, rounded to bf16 as phase 2 rounds it, into a copy
-// of the packed rows; the non-gated kernel then accumulates the down rows from that copy. The output is
-// the fused kernel's bit for bit. Each kernel then gathers rows of one matrix, 23 MB at D 2048,
-// N 5632 instead of 46. On an H100, where the fused kernel keeps L2 97 % busy at a 52 % hit rate, the
-// two took 4.11-4.13 ms against its 4.65-4.70 at M 131072, 0.5 % (0.996-0.998x at 1-2 %), and the FFN
-// 0.964-0.966x of its time with the fused kernel (h100-up-down-split-form-2026-12-06.json).
+// The split form (UpDownArgs::h_packed, gated and default precision): a first kernel runs phase 1 and writes
+// each non-zero's h, rounded to bf16 as phase 2 rounds it, into a copy of the packed rows; the non-gated
+// kernel then accumulates the down rows from that copy. The output is the fused kernel's bit for bit. Each
+// kernel then gathers rows of one matrix, 23 MB at D 2048, N 5632 instead of 46. On an H100, where the fused
+// kernel keeps L2 97 % busy at a 52 % hit rate, the two took 4.11-4.13 ms against its 4.65-4.70 at M 131072,
+// 0.5 % (0.996-0.998x at 1-2 %), and the FFN 0.964-0.966x of its time with the fused kernel
+// (h100-up-down-split-form-2026-12-06.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
@@ -539,8 +539,9 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.down_t = args.down_t;
   params.row_flags = args.row_flags;
   params.out = args.out;
-  // The split form only where one CTA per token runs (set below otherwise): it halves the rows each
-  // kernel gathers from, which matters where L2 throughput bounds the consumer, not latency.
+  // The split form halves the rows each kernel gathers from, which matters where L2 throughput bounds
+  // the consumer. Balanced, both kernels run the same pieces: the plan counts entries, which the copy
+  // keeps, and each piece's tiles are its own in both.
   params.h_packed = gated && !args.highest_precision ? args.h_packed : nullptr;
   params.hidden = args.hidden;
   params.chunks = args.hidden / 8;
@@ -558,7 +559,6 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
                         args.balance_partials != nullptr &&
                         args.balance_partial_elements >= balance.partial_elements;
   if (balanced) {
-    params.h_packed = nullptr;
     params.plan = args.balance_plan;
     params.row_done = up_down::balance_plan_view(args.balance_plan, args.rows).row_done;
     params.partials = args.balance_partials;

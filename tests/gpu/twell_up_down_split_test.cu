@@ -2,9 +2,9 @@
 // The CTA consumer's split form (UpDownArgs::h_packed): a kernel that writes every non-zero's h into
 // a copy of the packed rows, then the non-gated kernel over that copy. It must write the fused
 // kernel's output bit for bit, for every compression, with tokens of several chunks and passes and
-// with flagged rows, and it must stay out of the way where it does not apply (highest precision, the
-// balanced launch). FfnRunner runs it where up_down_split_preferred says so, within its workspace plan,
-// and Always and Never give the same output (bit for bit behind the sm_90a gate, whose entry order is
+// with flagged rows, in the balanced launch's pieces of tokens as well, and it must stay out of the way
+// in highest precision. FfnRunner runs it where up_down_split_preferred says so, within its workspace
+// plan, and Always and Never give the same output (bit for bit behind the sm_90a gate, whose entry order is
 // fixed; within the rounding of reordered fp32 sums behind the portable one, whose order is not).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -148,18 +148,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TwellUpDownSplit,
                                   std::to_string(info.param.hidden);
                          });
 
-TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
+// Balanced, the split form's kernels run the same pieces as the fused kernel: the same output bit for
+// bit, and the copy holds every tile's count whichever piece owns it.
+TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
-  const int rows = 64, hidden = 256, neurons = 512;
+  const int rows = 64, hidden = 256, neurons = 2560, padded = cuda::twell_padded_neurons(neurons);
   const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
   ASSERT_GT(sizes.extra_pieces, 0);
   ControlledFfnOptions options;
   options.tokens = rows;
   options.hidden = hidden;
   options.intermediate = neurons;
-  options.density = 0.05;
+  options.density = 0.01;
+  options.heavy_row_fraction = 0.1;  // heavy tokens, cut into several pieces of tiles
+  options.heavy_row_density = 0.08;
+  options.seed = 29;
   const ControlledFfn problem = make_controlled_ffn(options);
   const DeviceFfn device_ffn(problem);
   const auto x = upload_bf16(problem.x);
@@ -181,15 +186,31 @@ TEST(TwellUpDownSplit, BalancedLaunchIgnoresTheCopy) {
     TWELL_CUDA_CHECK(cudaDeviceSynchronize());
     return download_bits(out);
   };
-  EXPECT_EQ(run(true), run(false));
-  std::vector<std::uint32_t> host(words);
-  TWELL_CUDA_CHECK(cudaMemcpy(host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
-  for (std::uint32_t word : host) ASSERT_EQ(word, kPoisonWord);
+  const std::vector<std::uint16_t> fused = run(false);
+  const std::vector<std::uint16_t> split = run(true);
+  EXPECT_EQ(split, fused);
+  const TwellBalancedPieces pieces =
+      cuda::download_up_down_balance_plan(plan.data(), rows, sizes.extra_pieces, nullptr);
+  ASSERT_FALSE(pieces.split_rows.empty()) << "no token was cut into pieces";
+
+  std::vector<std::uint32_t> packed_host(words), h_host(words), flags(rows);
+  TWELL_CUDA_CHECK(
+      cudaMemcpy(packed_host.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
+  TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
+  const std::uint32_t slots = twell_slots_per_tile(8);
+  for (int r = 0; r < rows; ++r) {
+    if (flags[r] != 0) continue;
+    for (int tile = 0; tile < padded / 256; ++tile) {
+      const std::size_t base = static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots;
+      ASSERT_EQ(h_host[base], packed_host[base]) << "row " << r << " tile " << tile;
+    }
+  }
 }
 
 // FfnRunner: Auto takes the split form where this GPU model measured it faster, within the workspace
-// plan; Always and Never write the same output bit for bit; highest precision and the balanced launch
-// below 8 tokens a resident CTA slot never split.
+// plan; Always and Never write the same output bit for bit, with one CTA per token and balanced (below
+// 8 tokens a resident CTA slot); highest precision never splits.
 TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0, multiprocessors = 0;
@@ -242,13 +263,22 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
   highest.highest_precision = true;
   run(Split::Always, highest, tokens);
   EXPECT_FALSE(runner.last_up_down_split());
-  run(Split::Always, FfnOptions{}, tokens - 1);  // balanced: pieces of tokens, no copy
-  EXPECT_FALSE(runner.last_up_down_split());
+
+  // Balanced: pieces of tokens, split as well.
+  const std::vector<std::uint16_t> balanced_split = run(Split::Always, FfnOptions{}, tokens - 1);
+  EXPECT_TRUE(runner.last_up_down_split());
+  const std::vector<std::uint16_t> balanced_fused = run(Split::Never, FfnOptions{}, tokens - 1);
+  if (deterministic_gate)
+    EXPECT_EQ(balanced_split, balanced_fused);
+  else
+    EXPECT_LE(max_row_error(balanced_split, balanced_fused), 4e-3);
 }
 
 TEST(FfnDispatch, UpDownSplitOnlyWhereItMeasuredFaster) {
   EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 131072));
-  EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 4225));
+  EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 6144));
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 4096));  // balanced: slower
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 512));
   EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H200", 131072));
   EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA A100-SXM4-80GB", 131072));
   EXPECT_FALSE(cuda::up_down_split_preferred_for("", 131072));

@@ -33,8 +33,8 @@ struct UpDownArgs {
   const __nv_bfloat16* down_t = nullptr;     ///< [N, hidden] = down^T
   const std::uint32_t* row_flags = nullptr;  ///< rows flagged here are skipped (recomputed densely)
   __nv_bfloat16* out = nullptr;              ///< [rows, hidden]
-  /// The split form of the CTA consumer, where it runs one CTA per token (not balanced), gated, default
-  /// precision; ignored elsewhere. A first kernel writes every non-zero's h (bf16, as the fused kernel
+  /// The split form of the CTA consumers (PerTokenCta, BalancedCta), gated, default precision; ignored
+  /// elsewhere. A first kernel writes every non-zero's h (bf16, as the fused kernel
   /// rounds it) into this buffer in packed's layout, and a second accumulates the down rows from it: the
   /// same output bit for bit, each kernel gathering rows of one weight matrix only. Packed's size.
   std::uint32_t* h_packed = nullptr;

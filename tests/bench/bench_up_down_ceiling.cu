@@ -242,6 +242,7 @@ int main(int argc, char** argv) try {
   int tokens = 131072, hidden = 2048, intermediate = 5632, warmup = 3, repetitions = 15;
   std::vector<double> densities_percent = {0.5, 2.0};
   std::string output;
+  bool with_row_flags = false;
   CLI::App app{"The TwELL up/down consumer against the memory floor of its row gather"};
   app.add_option("--tokens", tokens, "tokens (M)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--densities", densities_percent, "live fraction of neurons per token, percent")
@@ -249,6 +250,8 @@ int main(int argc, char** argv) try {
       ->check(CLI::Range(0.001, 10.0));
   app.add_option("--intermediate", intermediate, "N (a packed row is staged whole: at most 8192)")
       ->check(CLI::Range(256, 8192));
+  app.add_flag("--row-flags", with_row_flags,
+               "pass the consumers a row-flag array (all clear), as FfnRunner does, instead of none");
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--repetitions", repetitions)->check(CLI::PositiveNumber);
   app.add_option("--output", output, "JSON file (written atomically); stdout when absent");
@@ -273,6 +276,8 @@ int main(int argc, char** argv) try {
   DeviceBuffer<std::uint32_t> h_packed(static_cast<std::size_t>(tokens) * tiles * kSlots);
   DeviceBuffer<uint4> sink(static_cast<std::size_t>(tokens) * kThreads);
   DeviceBuffer<unsigned long long> live_total(1);
+  DeviceBuffer<std::uint32_t> row_flags(static_cast<std::size_t>(tokens));
+  TWELL_CUDA_CHECK(cudaMemset(row_flags.data(), 0, row_flags.bytes()));
   fill_uniform<<<4096, 256>>>(x.data(), x.size(), 1, 4.0f);
   fill_uniform<<<4096, 256>>>(up.data(), up.size(), 2, 0.07f);
   fill_uniform<<<4096, 256>>>(down_t.data(), down_t.size(), 3, 0.07f);
@@ -296,6 +301,7 @@ int main(int argc, char** argv) try {
   consumer.padded_neurons = tiles * kTileWidth;
   consumer.compression = kCompression;
   consumer.kernel = twell::cuda::UpDownKernel::PerTokenCta;
+  if (with_row_flags) consumer.row_flags = row_flags.data();
 
   nlohmann::json results = nlohmann::json::array();
   std::cerr << "bench_up_down_ceiling on " << properties.name << ", M " << tokens << ", D " << hidden
@@ -387,6 +393,7 @@ int main(int argc, char** argv) try {
       {"command", command},
       {"shape", {{"tokens", tokens}, {"hidden", hidden}, {"intermediate", intermediate}, {"compression", 8}}},
       {"inputs", "every neuron live with the same probability per token, independently; gates in [0.1, 1.1)"},
+      {"row_flags", with_row_flags ? "an all-clear array, as FfnRunner passes" : "none"},
       {"timing", twell::test::flushed_median_timing(warmup, repetitions, flusher)},
       {"results", results}};
   twell::test::write_benchmark_json(document, output);

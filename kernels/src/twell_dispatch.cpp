@@ -155,10 +155,10 @@ constexpr PreferencePoint kGateCublasPackMeasured[] = {
 //   consumer alone at M 131072 4.11-4.13 against 4.65-4.70 ms at 0.5 %, 0.996-0.998x at 1-2 %; the
 //   FFN 0.964-0.966x at M 131072 and 0.969-0.970x at M 16384 (0.5 %), 0.984-0.997x at 1-2 %.
 //   Below 4225 tokens, where the balanced launch cuts tokens into pieces, it loses
-//   (h100-up-down-split-balanced-2026-12-06.json; M 1024-4096 on two fresh machines, the rest on one):
-//   FFN 1.05-1.11x at M 256-2048 and 1.004-1.005x at M 4096 (0.5 %), 1.01-1.08x at 1-2 %; with one
-//   CTA per token again it wins at 0.5 %: 0.981 / 0.980 / 0.974x at M 6144 / 8192 / 12288
-//   (0.999-1.009x at 1-2 %).
+//   (h100-up-down-split-balanced-2026-12-06.json, each point on two fresh machines): FFN 1.05-1.12x at
+//   M 256-2048 and 1.004-1.005x at M 4096 (0.5 %), 1.01-1.11x at 1-2 %; with one CTA per token again
+//   it wins at 0.5 %: 0.981-0.992 / 0.970-0.980 / 0.973-0.974x at M 6144 / 8192 / 12288
+//   (0.998-1.009x at 1-2 %).
 // - H200: not measured (none was lent that day); the fused kernel stays.
 constexpr PreferencePoint kUpDownSplitMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 256, false},  {"NVIDIA H100 80GB HBM3", 1024, false},

@@ -11,12 +11,12 @@
 // on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
 // The split form (UpDownArgs::h_packed, gated and default precision): a first kernel runs phase 1 and writes
-// each non-zero's h, rounded to bf16 as phase 2 rounds it, into a copy of the packed rows; the non-gated
-// kernel then accumulates the down rows from that copy. The output is the fused kernel's bit for bit. Each
-// kernel then gathers rows of one matrix, 23 MB at D 2048, N 5632 instead of 46. On an H100, where the fused
-// kernel keeps L2 97 % busy at a 52 % hit rate, the two took 4.11-4.13 ms against its 4.65-4.70 at M 131072,
-// 0.5 % (0.996-0.998x at 1-2 %), and the FFN 0.964-0.966x of its time with the fused kernel
-// (h100-up-down-split-form-2026-12-06.json).
+// each non-zero's h, rounded to bf16 as phase 2 rounds it, as a list per token (or, for the balanced
+// launch's pieces, into a copy of the packed rows); the non-gated kernel then accumulates the down rows
+// from it. The output is the fused kernel's bit for bit. Each kernel then gathers rows of one matrix,
+// 23 MB at D 2048, N 5632 instead of 46. On an H100, where the fused kernel keeps L2 97 % busy at a 52 %
+// hit rate, the two took 4.11-4.13 ms against its 4.65-4.70 at M 131072, 0.5 % (0.996-0.998x at 1-2 %),
+// and the FFN 0.964-0.966x of its time with the fused kernel (h100-up-down-split-form-2026-12-06.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the
@@ -70,8 +70,12 @@ struct UpDownParams {
   const __nv_bfloat16* down_t;
   const std::uint32_t* row_flags;
   __nv_bfloat16* out;
-  std::uint32_t* h_packed;  // the split form: its first kernel writes h here, in packed's layout
-  int hidden, chunks;       // chunks = D / 8 = threads doing work
+  std::uint32_t* h_packed;  // the split form: its first kernel writes h here
+  // How: as a list per token (its length, then its entries in packed's order) where one CTA takes a
+  // whole token, read so by the second kernel (kCompactInput); in packed's own layout where the
+  // balanced launch cuts tokens into pieces.
+  bool h_as_list;
+  int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
   int rows;
@@ -181,10 +185,12 @@ __device__ __forceinline__ float warp_dot_four_fp32(const uint4& x, const uint4 
 }
 
 // kMaxThreads bounds the CTA (D / 8 rounded up to warps).
-template <bool kGated, bool kHighest, int kMaxThreads, bool kWritesH = false>
+template <bool kGated, bool kHighest, int kMaxThreads, bool kWritesH = false, bool kCompactInput = false>
 __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks : 1)
     twell_up_down_kernel(const UpDownParams p) {
   static_assert(!kWritesH || (kGated && !kHighest), "the split form stores h as bf16");
+  static_assert(!kCompactInput || (!kGated && !kWritesH),
+                "only the split form's second kernel reads h lists");
   constexpr int kMaxWarps = kMaxThreads / 32;
   // The split form's first kernel: where each staged entry came from in the pass's words.
   __shared__ std::uint16_t entry_source[kWritesH ? kChunkWords : 1];
@@ -192,6 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
   __shared__ std::uint32_t tile_offset[32];
   __shared__ std::uint32_t entry_total;
+  __shared__ int list_length;  // kCompactInput: the token's entries
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
   // Set once, read where used: the token held in a register through the loops made ptxas spill the
   // gated default-precision kernel (blockIdx.x, the token before balancing, costs no register).
@@ -229,6 +236,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       range = up_down::piece_tile_range(p.packed + row * p.words_per_row, p.tiles, slots, capacity,
                                         plan.row_entries[row], piece, pieces, lane);
     if (lane == 0) {
+      if constexpr (kCompactInput) list_length = static_cast<int>(__ldcs(p.packed + row * p.words_per_row));
       token_row = row;
       piece_tiles[0] = range.begin, piece_tiles[1] = range.end;
       piece_count = static_cast<unsigned>(pieces);
@@ -270,43 +278,59 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                : make_uint4(0, 0, 0, 0);
   };
 
-  for (int tile0 = tile_begin; tile0 < tile_end; tile0 += tiles_per_pass) {
-    const int pass_tiles = min(tiles_per_pass, tile_end - tile0);
-    const int pass_words = pass_tiles * slots;
-    const std::uint32_t* source =
-        p.packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
-    for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
-    __syncthreads();
+  // A pass stages up to kChunkWords of the token's words: whole tiles of packed rows, compacted, or
+  // (kCompactInput) entries of its list as they are. In the split form's first kernel `written`
+  // counts the entries of earlier passes, where this pass's go in the list.
+  const int pass_end = kCompactInput ? list_length : tile_end;
+  const int pass_step = kCompactInput ? kChunkWords : tiles_per_pass;
+  int written = 0;
+  for (int pass0 = kCompactInput ? 0 : tile_begin; pass0 < pass_end; pass0 += pass_step) {
+    const int tile0 = pass0;
+    if constexpr (kCompactInput) {
+      const int listed = min(kChunkWords, pass_end - pass0);
+      const std::uint32_t* source = p.packed + token_row * p.words_per_row + 1 + pass0;
+      for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
+      if (t == 0) entry_total = static_cast<std::uint32_t>(listed);
+      if (t < kPad) entries[listed + t] = 0u;
+      __syncthreads();
+    } else {
+      const int pass_tiles = min(tiles_per_pass, tile_end - tile0);
+      const int pass_words = pass_tiles * slots;
+      const std::uint32_t* source =
+          p.packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
+      for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
+      __syncthreads();
 
-    if (warp == 0) {  // exclusive scan of the (clamped) tile counts
-      const std::uint32_t count = lane < pass_tiles ? min(row_words[lane * slots], capacity) : 0u;
-      std::uint32_t inclusive = count;
+      if (warp == 0) {  // exclusive scan of the (clamped) tile counts
+        const std::uint32_t count = lane < pass_tiles ? min(row_words[lane * slots], capacity) : 0u;
+        std::uint32_t inclusive = count;
 #pragma unroll
-      for (int offset = 1; offset < 32; offset <<= 1) {
-        const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-        if (lane >= offset) inclusive += other;
+        for (int offset = 1; offset < 32; offset <<= 1) {
+          const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+          if (lane >= offset) inclusive += other;
+        }
+        tile_offset[lane] = inclusive - count;
+        if (lane == 31) entry_total = inclusive;
       }
-      tile_offset[lane] = inclusive - count;
-      if (lane == 31) entry_total = inclusive;
-    }
-    __syncthreads();
+      __syncthreads();
 
-    for (int w = t; w < pass_words; w += blockDim.x) {
-      const int tile = w >> p.slot_shift, slot = w & (slots - 1);
-      const std::uint32_t count = min(row_words[tile * slots], capacity);
-      if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count) {
-        entries[tile_offset[tile] + slot - 1] = row_words[w];
-        if constexpr (kWritesH) entry_source[tile_offset[tile] + slot - 1] = static_cast<std::uint16_t>(w);
+      for (int w = t; w < pass_words; w += blockDim.x) {
+        const int tile = w >> p.slot_shift, slot = w & (slots - 1);
+        const std::uint32_t count = min(row_words[tile * slots], capacity);
+        if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count) {
+          entries[tile_offset[tile] + slot - 1] = row_words[w];
+          if constexpr (kWritesH) entry_source[tile_offset[tile] + slot - 1] = static_cast<std::uint16_t>(w);
+        }
+        if constexpr (kWritesH) {
+          if (slot == 0 && !p.h_as_list)
+            p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots + w] =
+                row_words[w];
+        }
       }
-      if constexpr (kWritesH) {
-        if (slot == 0)
-          p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots + w] =
-              row_words[w];
-      }
+      if (t < kPad) entries[entry_total + t] = 0u;
+      __syncthreads();
     }
     const int total = static_cast<int>(entry_total);
-    if (t < kPad) entries[total + t] = 0u;
-    __syncthreads();
 
     for (int chunk0 = 0; chunk0 < total; chunk0 += kPhaseEntries) {
       const int chunk_entries = min(kPhaseEntries, total - chunk0);
@@ -349,15 +373,16 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
         __syncthreads();
       }
-      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)) into h_packed, where j was in packed
-        std::uint32_t* const h_row =
-            p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
+      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)): next in the list, or where j was
+        std::uint32_t* const h_row = p.h_packed + token_row * p.words_per_row;
         for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
           const std::uint32_t word = chunk[entry];
           const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
                                          __float2bfloat16_rn(partials[0][entry]));
-          h_row[entry_source[chunk0 + entry]] =
-              (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
+          const std::size_t at = p.h_as_list
+                                     ? 1u + written + chunk0 + entry
+                                     : static_cast<std::size_t>(tile0) * slots + entry_source[chunk0 + entry];
+          h_row[at] = (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
         }
       } else {
         // Phase 2: out += h_j * Wd^T[j], h_j = gate_j * u_j (gated) or the packed value (non-gated).
@@ -412,10 +437,14 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
       }
       // The partial sums are rewritten by the next chunk; the staged words by the next pass.
-      if (chunk0 + kPhaseEntries < total || tile0 + tiles_per_pass < tile_end) __syncthreads();
+      if (chunk0 + kPhaseEntries < total || pass0 + pass_step < pass_end) __syncthreads();
     }
+    written += total;
   }
-  if constexpr (kWritesH) return;
+  if constexpr (kWritesH) {
+    if (p.h_as_list && t == 0) p.h_packed[token_row * p.words_per_row] = static_cast<std::uint32_t>(written);
+    return;
+  }
 
   if constexpr (!kHighest) {
 #pragma unroll
@@ -459,12 +488,19 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas));
   if (gated && !highest && params.h_packed != nullptr) {  // the split form: every h, then the down rows
-    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
+    // One CTA per token: h as lists, which the second kernel reads without the packed rows' empty
+    // slots; pieces of tokens (balanced): h in packed's layout, whose tile counts the pieces need.
+    UpDownParams up = params;
+    up.h_as_list = params.plan == nullptr;
+    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(up);
     UpDownParams down = params;
     down.packed = params.h_packed;
     down.x = nullptr;
     down.up = nullptr;
-    twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(down);
+    if (up.h_as_list)
+      twell_up_down_kernel<false, false, kMaxThreads, false, true><<<grid, threads, 0, stream>>>(down);
+    else
+      twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(down);
     return;
   }
   if (gated && highest) {

@@ -118,17 +118,23 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   const std::vector<std::uint16_t> fused = run(false, false, cuda::UpDownKernel::PerTokenCta);
   const std::vector<std::uint16_t> split = run(true, false, cuda::UpDownKernel::PerTokenCta);
   EXPECT_EQ(split, fused);
-  // The copy holds every unflagged token's counts, and its entries name the packed rows' neurons.
+  // One CTA a token: the copy holds every unflagged token's h as a list, its length first, then its
+  // entries in the packed rows' order, each naming the packed entry's neuron.
   std::vector<std::uint32_t> h_host(words);
   TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
+  const std::size_t row_words = static_cast<std::size_t>(padded) / 256 * slots;
   for (int r = 0; r < rows; ++r) {
     if (flags[r] != 0) continue;
+    std::vector<std::uint32_t> neurons;
     for (int tile = 0; tile < padded / 256; ++tile) {
-      const std::size_t base = static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots;
-      ASSERT_EQ(h_host[base], packed_host[base]) << "row " << r << " tile " << tile;
+      const std::size_t base = r * row_words + tile * slots;
       for (std::uint32_t slot = 1; slot <= std::min(packed_host[base], capacity); ++slot)
-        ASSERT_EQ(h_host[base + slot] & 0xffffu, packed_host[base + slot] & 0xffffu) << "row " << r;
+        neurons.push_back(packed_host[base + slot] & 0xffffu);
     }
+    const std::uint32_t* list = h_host.data() + r * row_words;
+    ASSERT_EQ(list[0], neurons.size()) << "row " << r;
+    for (std::size_t i = 0; i < neurons.size(); ++i)
+      ASSERT_EQ(list[1 + i] & 0xffffu, neurons[i]) << "row " << r;
   }
   // A flagged row is written by neither form.
   for (int r = 0; r < rows; ++r)
@@ -149,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TwellUpDownSplit,
                          });
 
 // Balanced, the split form's kernels run the same pieces as the fused kernel: the same output bit for
-// bit, and the copy holds every tile's count whichever piece owns it.
+// bit, and the copy (in the packed rows' layout, which the pieces need) holds every tile's count
+// whichever piece owns it.
 TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0;

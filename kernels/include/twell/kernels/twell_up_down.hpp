@@ -34,9 +34,11 @@ struct UpDownArgs {
   const std::uint32_t* row_flags = nullptr;  ///< rows flagged here are skipped (recomputed densely)
   __nv_bfloat16* out = nullptr;              ///< [rows, hidden]
   /// The split form of the CTA consumers (PerTokenCta, BalancedCta), gated, default precision; ignored
-  /// elsewhere. A first kernel writes every non-zero's h (bf16, as the fused kernel
-  /// rounds it) into this buffer in packed's layout, and a second accumulates the down rows from it: the
-  /// same output bit for bit, each kernel gathering rows of one weight matrix only. Packed's size.
+  /// elsewhere. A first kernel writes every non-zero's h (bf16, as the fused kernel rounds it) into this
+  /// buffer, and a second accumulates the down rows from it: the same output bit for bit, each kernel
+  /// gathering rows of one weight matrix only. Per token, a list (its length, then its entries) where
+  /// one CTA takes each token; packed's layout where the balanced launch cuts tokens into pieces.
+  /// Packed's size.
   std::uint32_t* h_packed = nullptr;
   int rows = 0;
   int hidden = 0;                  ///< a multiple of 64, at most 8192

@@ -39,7 +39,7 @@ struct BreakEvenPoint {
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
 // h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %. With the consumer's
-// split form, the H100's default from M 4225 since 2026-12-06, two fresh machines: M 131072 1.210 and
+// split form (the H100's default from M 6144 since 2026-12-06), two fresh machines: M 131072 1.210 and
 // 1.193 %, M 16384 1.254 and 1.148 % (h100-up-down-split-form-2026-12-06.json).
 // Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) with uniform activations
 // (bench_ffn) crosses below M 16384 but above zero. With the gate Auto runs (cuBLASLt + pack up to M

@@ -84,8 +84,8 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--output", s.output, "JSON file (written atomically); stdout when absent");
   twell::test::add_timing_order_option(app, s.order);
   app.add_option("--split-consumer", s.split_consumer,
-                 "the up/down consumer's split form: auto (where measured faster), never or always (where "
-                 "one CTA per token runs); where it runs, the fused consumer is timed beside it")
+                 "the up/down consumer's split form: auto (where measured faster), never or always (gated, "
+                 "default precision); where it runs, the fused consumer is timed beside it")
       ->check(CLI::IsMember({"auto", "never", "always"}));
   app.add_option("--variants", s.variants,
                  "TwELL kernels timed besides Auto: "

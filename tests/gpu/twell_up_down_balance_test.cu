@@ -109,16 +109,7 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
   cuda::DeviceBuffer<float> partials(sizes.partial_elements);
   const auto run = [&](bool balanced) {
     auto out = poisoned_bf16(static_cast<std::size_t>(rows) * hidden);
-    cuda::UpDownArgs args;
-    args.x = x.data();
-    args.packed = packed.data();
-    args.up = device_ffn.up.data();
-    args.down_t = device_ffn.down_t.data();
-    args.row_flags = gate_output.row_flags();
-    args.out = out.data();
-    args.rows = rows;
-    args.hidden = hidden;
-    args.padded_neurons = padded;
+    cuda::UpDownArgs args = gated_consumer_args(x.data(), device_ffn, gate_output, out.data(), rows);
     args.highest_precision = scenario.highest;
     args.kernel = balanced ? cuda::UpDownKernel::BalancedCta : cuda::UpDownKernel::PerTokenCta;
     if (balanced) {

@@ -147,7 +147,7 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   const UpDownKernel consumer = resolve_up_down_kernel(request.kernels.up_down, request.hidden);
   if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
-  // The split consumer's copy of the packed rows (planned whether or not the call will be gated).
+  // The split consumer's h, packed's size (planned whether or not the call will be gated).
   if (split_consumer_possible(consumer) && up_down_split_preferred(device, request.tokens))
     bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
   if (request.kernels.overflow == OverflowRoute::Sparse) {

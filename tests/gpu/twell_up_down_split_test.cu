@@ -3,9 +3,10 @@
 // list per token (into a copy of the packed rows for pieces of tokens), then the non-gated kernel over
 // it. It must write the fused kernel's output bit for bit, for every compression, with tokens of several
 // chunks and passes and with flagged rows, in the balanced launch's pieces of tokens as well, and it
-// must stay out of the way in highest precision. FfnRunner runs it where up_down_split_preferred says so, within its workspace
-// plan, and Always and Never give the same output (bit for bit behind the sm_90a gate, whose entry order is
-// fixed; within the rounding of reordered fp32 sums behind the portable one, whose order is not).
+// must stay out of the way in highest precision. FfnRunner runs it where up_down_split_preferred says
+// so, within its workspace plan, and Always and Never give the same output (bit for bit behind the
+// sm_90a gate, whose entry order is fixed; within the rounding of reordered fp32 sums behind the
+// portable one, whose order is not).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -70,11 +70,10 @@ struct UpDownParams {
   const __nv_bfloat16* down_t;
   const std::uint32_t* row_flags;
   __nv_bfloat16* out;
-  std::uint32_t* h_packed;  // the split form: its first kernel writes h here
-  // How: as a list per token (its length, then its entries in packed's order) where one CTA takes a
-  // whole token, read so by the second kernel (kCompactInput); in packed's own layout where the
-  // balanced launch cuts tokens into pieces.
-  bool h_as_list;
+  // The split form: its first kernel writes h here. Without a plan (one CTA takes a whole token) as
+  // a list per token (its length, then its entries in packed's order), read so by the second kernel
+  // (kCompactInput); with a plan in packed's own layout, whose tile counts the tokens' pieces need.
+  std::uint32_t* h_packed;
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
   int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
@@ -322,7 +321,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
           if constexpr (kWritesH) entry_source[tile_offset[tile] + slot - 1] = static_cast<std::uint16_t>(w);
         }
         if constexpr (kWritesH) {
-          if (slot == 0 && !p.h_as_list)
+          if (slot == 0 && p.plan != nullptr)
             p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots + w] =
                 row_words[w];
         }
@@ -379,7 +378,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
           const std::uint32_t word = chunk[entry];
           const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
                                          __float2bfloat16_rn(partials[0][entry]));
-          const std::size_t at = p.h_as_list
+          const std::size_t at = p.plan == nullptr
                                      ? 1u + written + chunk0 + entry
                                      : static_cast<std::size_t>(tile0) * slots + entry_source[chunk0 + entry];
           h_row[at] = (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
@@ -442,7 +441,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     written += total;
   }
   if constexpr (kWritesH) {
-    if (p.h_as_list && t == 0) p.h_packed[token_row * p.words_per_row] = static_cast<std::uint32_t>(written);
+    if (p.plan == nullptr && t == 0)
+      p.h_packed[token_row * p.words_per_row] = static_cast<std::uint32_t>(written);
     return;
   }
 
@@ -490,14 +490,12 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
   if (gated && !highest && params.h_packed != nullptr) {  // the split form: every h, then the down rows
     // One CTA per token: h as lists, which the second kernel reads without the packed rows' empty
     // slots; pieces of tokens (balanced): h in packed's layout, whose tile counts the pieces need.
-    UpDownParams up = params;
-    up.h_as_list = params.plan == nullptr;
-    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(up);
+    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
     UpDownParams down = params;
     down.packed = params.h_packed;
     down.x = nullptr;
     down.up = nullptr;
-    if (up.h_as_list)
+    if (params.plan == nullptr)
       twell_up_down_kernel<false, false, kMaxThreads, false, true><<<grid, threads, 0, stream>>>(down);
     else
       twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(down);

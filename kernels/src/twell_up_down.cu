@@ -70,9 +70,10 @@ struct UpDownParams {
   const __nv_bfloat16* down_t;
   const std::uint32_t* row_flags;
   __nv_bfloat16* out;
-  // The split form: its first kernel writes h here. Without a plan (one CTA takes a whole token) as
-  // a list per token (its length, then its entries in packed's order), read so by the second kernel
-  // (kCompactInput); with a plan in packed's own layout, whose tile counts the tokens' pieces need.
+  // The split form: its first kernel writes h here, in the row of the token's packed words, as one
+  // list per CTA (its length, then its entries in packed's order) from the word of its piece's first
+  // tile (word 0 for a whole token); a piece's list never outgrows its tiles. The second kernel
+  // (kCompactInput) reads the lists and takes its pieces' tiles from `packed`, as the first did.
   std::uint32_t* h_packed;
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
@@ -191,13 +192,11 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   static_assert(!kCompactInput || (!kGated && !kWritesH),
                 "only the split form's second kernel reads h lists");
   constexpr int kMaxWarps = kMaxThreads / 32;
-  // The split form's first kernel: where each staged entry came from in the pass's words.
-  __shared__ std::uint16_t entry_source[kWritesH ? kChunkWords : 1];
   __shared__ std::uint32_t row_words[kChunkWords];
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
   __shared__ std::uint32_t tile_offset[32];
   __shared__ std::uint32_t entry_total;
-  __shared__ int list_length;  // kCompactInput: the token's entries
+  __shared__ int list_length;  // kCompactInput: this CTA's entries
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
   // Set once, read where used: the token held in a register through the loops made ptxas spill the
   // gated default-precision kernel (blockIdx.x, the token before balancing, costs no register).
@@ -235,7 +234,12 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       range = up_down::piece_tile_range(p.packed + row * p.words_per_row, p.tiles, slots, capacity,
                                         plan.row_entries[row], piece, pieces, lane);
     if (lane == 0) {
-      if constexpr (kCompactInput) list_length = static_cast<int>(__ldcs(p.packed + row * p.words_per_row));
+      // An empty piece (more pieces than tiles) shares its first word with the next piece's list.
+      if constexpr (kCompactInput)
+        list_length = range.begin < range.end
+                          ? static_cast<int>(__ldcs(p.h_packed + row * p.words_per_row +
+                                                    static_cast<std::size_t>(range.begin) * slots))
+                          : 0;
       token_row = row;
       piece_tiles[0] = range.begin, piece_tiles[1] = range.end;
       piece_count = static_cast<unsigned>(pieces);
@@ -287,7 +291,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     const int tile0 = pass0;
     if constexpr (kCompactInput) {
       const int listed = min(kChunkWords, pass_end - pass0);
-      const std::uint32_t* source = p.packed + token_row * p.words_per_row + 1 + pass0;
+      const std::uint32_t* source =
+          p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots + 1 + pass0;
       for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
       if (t == 0) entry_total = static_cast<std::uint32_t>(listed);
       if (t < kPad) entries[listed + t] = 0u;
@@ -318,12 +323,6 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         const std::uint32_t count = min(row_words[tile * slots], capacity);
         if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count) {
           entries[tile_offset[tile] + slot - 1] = row_words[w];
-          if constexpr (kWritesH) entry_source[tile_offset[tile] + slot - 1] = static_cast<std::uint16_t>(w);
-        }
-        if constexpr (kWritesH) {
-          if (slot == 0 && p.plan != nullptr)
-            p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots + w] =
-                row_words[w];
         }
       }
       if (t < kPad) entries[entry_total + t] = 0u;
@@ -372,16 +371,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
         __syncthreads();
       }
-      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)): next in the list, or where j was
-        std::uint32_t* const h_row = p.h_packed + token_row * p.words_per_row;
+      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)), next in this CTA's list
+        std::uint32_t* const h_list =
+            p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots;
         for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
           const std::uint32_t word = chunk[entry];
           const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
                                          __float2bfloat16_rn(partials[0][entry]));
-          const std::size_t at = p.plan == nullptr
-                                     ? 1u + written + chunk0 + entry
-                                     : static_cast<std::size_t>(tile0) * slots + entry_source[chunk0 + entry];
-          h_row[at] = (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
+          h_list[1 + written + chunk0 + entry] =
+              (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
         }
       } else {
         // Phase 2: out += h_j * Wd^T[j], h_j = gate_j * u_j (gated) or the packed value (non-gated).
@@ -441,8 +439,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     written += total;
   }
   if constexpr (kWritesH) {
-    if (p.plan == nullptr && t == 0)
-      p.h_packed[token_row * p.words_per_row] = static_cast<std::uint32_t>(written);
+    if (t == 0 && tile_begin < tile_end)
+      p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots] =
+          static_cast<std::uint32_t>(written);
     return;
   }
 
@@ -488,17 +487,12 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas));
   if (gated && !highest && params.h_packed != nullptr) {  // the split form: every h, then the down rows
-    // One CTA per token: h as lists, which the second kernel reads without the packed rows' empty
-    // slots; pieces of tokens (balanced): h in packed's layout, whose tile counts the pieces need.
+    // h as one list per CTA, which the second kernel reads without the packed rows' empty slots.
     twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
     UpDownParams down = params;
-    down.packed = params.h_packed;
     down.x = nullptr;
     down.up = nullptr;
-    if (params.plan == nullptr)
-      twell_up_down_kernel<false, false, kMaxThreads, false, true><<<grid, threads, 0, stream>>>(down);
-    else
-      twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(down);
+    twell_up_down_kernel<false, false, kMaxThreads, false, true><<<grid, threads, 0, stream>>>(down);
     return;
   }
   if (gated && highest) {

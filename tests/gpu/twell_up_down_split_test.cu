@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CTA consumer's split form (UpDownArgs::h_packed): a kernel that writes every non-zero's h as a
-// list per token (into a copy of the packed rows for pieces of tokens), then the non-gated kernel over
-// it. It must write the fused kernel's output bit for bit, for every compression, with tokens of several
-// chunks and passes and with flagged rows, in the balanced launch's pieces of tokens as well, and it
-// must stay out of the way in highest precision. FfnRunner runs it where up_down_split_preferred says
-// so, within its workspace plan, and Always and Never give the same output (bit for bit behind the
-// sm_90a gate, whose entry order is fixed; within the rounding of reordered fp32 sums behind the
-// portable one, whose order is not).
+// list per CTA (a whole token, or a piece of one in the balanced launch) into a buffer of the packed
+// rows' size, then the non-gated kernel over the lists. It must write the fused kernel's output bit for bit,
+// for every compression, with tokens of several chunks and passes and with flagged rows, in the balanced
+// launch's pieces of tokens as well, and it must stay out of the way in highest precision. FfnRunner runs it
+// where up_down_split_preferred says so, within its workspace plan, and Always and Never give the same output
+// (bit for bit behind the sm_90a gate, whose entry order is fixed; within the rounding of reordered fp32 sums
+// behind the portable one, whose order is not).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -22,6 +22,7 @@
 #include "twell/kernels/twell_up_down.hpp"
 #include "twell/metrics.hpp"
 #include "twell/numeric.hpp"
+#include "twell/twell_balance.hpp"
 #include "twell/twell_format.hpp"
 
 namespace twell::test {
@@ -40,6 +41,47 @@ std::vector<std::uint16_t> download_bits(const cuda::DeviceBuffer<__nv_bfloat16>
   std::vector<std::uint16_t> bits(buffer.size());
   TWELL_CUDA_CHECK(cudaMemcpy(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
   return bits;
+}
+
+// `words` of device memory as a host TwellPacked of `rows` rows of `neurons` at `compression`.
+TwellPacked download_packed(const cuda::DeviceBuffer<std::uint32_t>& words, int rows, int neurons,
+                            std::uint32_t compression) {
+  TwellPacked packed;
+  packed.rows = static_cast<std::uint32_t>(rows);
+  packed.neurons = static_cast<std::uint32_t>(neurons);
+  packed.padded_neurons = static_cast<std::uint32_t>(cuda::twell_padded_neurons(neurons));
+  packed.compression = compression;
+  packed.words.resize(words.size());
+  TWELL_CUDA_CHECK(cudaMemcpy(packed.words.data(), words.data(), words.bytes(), cudaMemcpyDeviceToHost));
+  return packed;
+}
+
+// Every unflagged row's lists in `h_lists`: piece p of the row's `row_pieces[r]` (1 where null) holds,
+// from the word of its first tile, its entry count and then its entries in the packed rows' order,
+// each naming the packed entry's neuron. An empty piece writes nothing.
+void expect_h_lists(const TwellPacked& packed, const std::vector<std::uint32_t>& h_lists,
+                    const std::vector<std::uint32_t>& flags, const std::vector<std::uint32_t>* row_pieces) {
+  const std::uint32_t slots = packed.slots_per_tile(), capacity = packed.capacity();
+  const std::size_t row_words = packed.words_per_row();
+  for (std::uint32_t r = 0; r < packed.rows; ++r) {
+    if (flags[r] != 0) continue;
+    const std::uint32_t pieces = row_pieces != nullptr ? (*row_pieces)[r] : 1u;
+    for (std::uint32_t piece = 0; piece < pieces; ++piece) {
+      const TileSpan span =
+          pieces > 1 ? twell_piece_tiles(packed, r, piece, pieces) : TileSpan{0, packed.tiles()};
+      if (span.begin == span.end) continue;
+      std::vector<std::uint32_t> neurons;
+      for (std::uint32_t tile = span.begin; tile < span.end; ++tile) {
+        const std::size_t base = r * row_words + tile * slots;
+        for (std::uint32_t slot = 1; slot <= std::min(packed.words[base], capacity); ++slot)
+          neurons.push_back(packed.words[base + slot] & 0xffffu);
+      }
+      const std::uint32_t* list = h_lists.data() + r * row_words + span.begin * slots;
+      ASSERT_EQ(list[0], neurons.size()) << "row " << r << " piece " << piece;
+      for (std::size_t i = 0; i < neurons.size(); ++i)
+        ASSERT_EQ(list[1 + i] & 0xffffu, neurons[i]) << "row " << r << " piece " << piece;
+    }
+  }
 }
 
 // The largest relative Frobenius error of any 256-wide row of `b` against the same row of `a`.
@@ -61,7 +103,7 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   TWELL_REQUIRE_CUDA_DEVICE();
   const SplitShape shape = GetParam();
   // 10 tiles: at C = 2 two passes of staged words; about 100 non-zeros a token: two chunks.
-  const int rows = 160, neurons = 2560, padded = cuda::twell_padded_neurons(neurons);
+  const int rows = 160, neurons = 2560;
   ControlledFfnOptions options;
   options.tokens = rows;
   options.hidden = static_cast<std::size_t>(shape.hidden);
@@ -79,17 +121,15 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   cuda::DeviceBuffer<std::uint32_t> h_packed(words);
   std::vector<std::uint32_t> flags(rows);
   TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  std::vector<std::uint32_t> packed_host(words);
-  TWELL_CUDA_CHECK(
-      cudaMemcpy(packed_host.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
-  const std::uint32_t slots = twell_slots_per_tile(shape.compression), capacity = slots - 1;
+  const TwellPacked host_packed = download_packed(packed.packed, rows, neurons, shape.compression);
+  const std::uint32_t slots = host_packed.slots_per_tile();
   int flagged = 0, two_chunks = 0;
   for (int r = 0; r < rows; ++r) {
     flagged += flags[r] != 0 ? 1 : 0;
     std::uint32_t entries = 0;
-    for (int tile = 0; tile < padded / 256; ++tile)
+    for (std::uint32_t tile = 0; tile < host_packed.tiles(); ++tile)
       entries +=
-          std::min(packed_host[static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots], capacity);
+          std::min(host_packed.words[r * host_packed.words_per_row() + tile * slots], host_packed.capacity());
     two_chunks += flags[r] == 0 && entries > 64 ? 1 : 0;
   }
   if (shape.compression != 2) ASSERT_GT(flagged, 0);
@@ -119,24 +159,10 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   const std::vector<std::uint16_t> fused = run(false, false, cuda::UpDownKernel::PerTokenCta);
   const std::vector<std::uint16_t> split = run(true, false, cuda::UpDownKernel::PerTokenCta);
   EXPECT_EQ(split, fused);
-  // One CTA a token: the copy holds every unflagged token's h as a list, its length first, then its
-  // entries in the packed rows' order, each naming the packed entry's neuron.
+  // One CTA a token: one list a token.
   std::vector<std::uint32_t> h_host(words);
   TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
-  const std::size_t row_words = static_cast<std::size_t>(padded) / 256 * slots;
-  for (int r = 0; r < rows; ++r) {
-    if (flags[r] != 0) continue;
-    std::vector<std::uint32_t> neurons;
-    for (int tile = 0; tile < padded / 256; ++tile) {
-      const std::size_t base = r * row_words + tile * slots;
-      for (std::uint32_t slot = 1; slot <= std::min(packed_host[base], capacity); ++slot)
-        neurons.push_back(packed_host[base + slot] & 0xffffu);
-    }
-    const std::uint32_t* list = h_host.data() + r * row_words;
-    ASSERT_EQ(list[0], neurons.size()) << "row " << r;
-    for (std::size_t i = 0; i < neurons.size(); ++i)
-      ASSERT_EQ(list[1 + i] & 0xffffu, neurons[i]) << "row " << r;
-  }
+  expect_h_lists(host_packed, h_host, flags, nullptr);
   // A flagged row is written by neither form.
   for (int r = 0; r < rows; ++r)
     if (flags[r] != 0) EXPECT_EQ(split[static_cast<std::size_t>(r) * shape.hidden], 0xffffu) << "row " << r;
@@ -156,13 +182,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TwellUpDownSplit,
                          });
 
 // Balanced, the split form's kernels run the same pieces as the fused kernel: the same output bit for
-// bit, and the copy (in the packed rows' layout, which the pieces need) holds every tile's count
-// whichever piece owns it.
+// bit, and one list a piece, from the word of the piece's first tile.
 TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
   TWELL_REQUIRE_CUDA_DEVICE();
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
-  const int rows = 64, hidden = 256, neurons = 2560, padded = cuda::twell_padded_neurons(neurons);
+  const int rows = 64, hidden = 256, neurons = 2560;
   const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
   ASSERT_GT(sizes.extra_pieces, 0);
   ControlledFfnOptions options;
@@ -201,19 +226,10 @@ TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
       cuda::download_up_down_balance_plan(plan.data(), rows, sizes.extra_pieces, nullptr);
   ASSERT_FALSE(pieces.split_rows.empty()) << "no token was cut into pieces";
 
-  std::vector<std::uint32_t> packed_host(words), h_host(words), flags(rows);
-  TWELL_CUDA_CHECK(
-      cudaMemcpy(packed_host.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> h_host(words), flags(rows);
   TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
   TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  const std::uint32_t slots = twell_slots_per_tile(8);
-  for (int r = 0; r < rows; ++r) {
-    if (flags[r] != 0) continue;
-    for (int tile = 0; tile < padded / 256; ++tile) {
-      const std::size_t base = static_cast<std::size_t>(r) * padded / 256 * slots + tile * slots;
-      ASSERT_EQ(h_host[base], packed_host[base]) << "row " << r << " tile " << tile;
-    }
-  }
+  expect_h_lists(download_packed(packed.packed, rows, neurons, 8), h_host, flags, &pieces.row_pieces);
 }
 
 // FfnRunner: Auto takes the split form where this GPU model measured it faster, within the workspace

@@ -36,9 +36,9 @@ struct UpDownArgs {
   /// The split form of the CTA consumers (PerTokenCta, BalancedCta), gated, default precision; ignored
   /// elsewhere. A first kernel writes every non-zero's h (bf16, as the fused kernel rounds it) into this
   /// buffer, and a second accumulates the down rows from it: the same output bit for bit, each kernel
-  /// gathering rows of one weight matrix only. Per token, a list (its length, then its entries) where
-  /// one CTA takes each token; packed's layout where the balanced launch cuts tokens into pieces.
-  /// Packed's size.
+  /// gathering rows of one weight matrix only. One list per CTA (its length, then its entries) in the
+  /// token's row, from the word of its first tile: a whole token's at word 0, a piece's (the balanced
+  /// launch) at its piece. Packed's size.
   std::uint32_t* h_packed = nullptr;
   int rows = 0;
   int hidden = 0;                  ///< a multiple of 64, at most 8192

@@ -36,9 +36,9 @@ std::vector<KernelVariant> kernel_variants() {
        "bf16 products with fp32 sums on the tensor cores (or all-fp32 highest precision); a split token's "
        "last piece to finish sums the pieces' fp32 partials in piece order; non-gated T2D variant; any "
        "hidden size (the default consumer). Split form, where the dispatch table measured it faster: one "
-       "launch writes every non-zero's bf16 h as a list per token (in the packed layout for pieces of "
-       "tokens), a second (the non-gated variant) accumulates the down rows from it, bit for bit the "
-       "fused output with each launch gathering rows of one weight matrix"},
+       "launch writes every non-zero's bf16 h as one list per token or planned piece, a second (the "
+       "non-gated variant) accumulates the down rows from it, bit for bit the fused output with each "
+       "launch gathering rows of one weight matrix"},
       {"count_row_entries_kernel", kOurs, "twell", "up_down", "sm_80+",
        "before the balanced consumer (token counts where few tokens share each resident CTA slot): every "
        "token's non-zeros, one warp each, and their total"},

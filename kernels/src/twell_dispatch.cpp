@@ -39,8 +39,10 @@ struct BreakEvenPoint {
 // H100 80GB HBM3, with the gate on CTA pairs as the runner runs it there, two fresh machines: M 131072
 // 1.146 and 1.139 %, M 16384 1.136 and 1.115 % (h100-gate-cluster-pairs-2026-12-05.json,
 // h100-validation-2026-12-05.json). With one CTA it had crossed at 1.05-1.12 %. With the consumer's
-// split form (the H100's default from M 6144 since 2026-12-06), two fresh machines: M 131072 1.210 and
-// 1.193 %, M 16384 1.254 and 1.148 % (h100-up-down-split-form-2026-12-06.json).
+// split form (the H100's default from M 4096 since 2026-12-06), two fresh machines: M 131072 1.210 and
+// 1.193 %, M 16384 1.254 and 1.148 % (h100-up-down-split-form-2026-12-06.json); with h as lists, two
+// more fresh machines: M 131072 1.224 and 1.220 %, M 16384 1.177 and 1.259 %
+// (h100-up-down-split-lists-2026-12-06.json).
 // Decode-sized M (h200-small-m-2026-12-05.json, h100-small-m-2026-12-05.json) with uniform activations
 // (bench_ffn) crosses below M 16384 but above zero. With the gate Auto runs (cuBLASLt + pack up to M
 // 1024, sm_90a above), lowest crossing of every run and timing slot:
@@ -78,8 +80,8 @@ constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0, "bench_end_to_end, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0093, "bench_ffn, H100, 2026-12-05"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 8192, 0.0104, "bench_ffn, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0114, "bench_ffn, H100, 2026-12-06"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0119, "bench_ffn, H100, 2026-12-06"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0117, "bench_ffn, H100, 2026-12-06"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 131072, 0.0122, "bench_ffn, H100, 2026-12-06"},
 };
 
 // Which cluster size ran the gate faster, per GPU model and token count (bench_gate_sm90, gate /
@@ -159,10 +161,15 @@ constexpr PreferencePoint kGateCublasPackMeasured[] = {
 //   M 256-2048 and 1.004-1.005x at M 4096 (0.5 %), 1.01-1.11x at 1-2 %; with one CTA per token again
 //   it wins at 0.5 %: 0.981-0.992 / 0.970-0.980 / 0.973-0.974x at M 6144 / 8192 / 12288
 //   (0.998-1.009x at 1-2 %).
+//   With h as one list per piece (h100-up-down-split-piece-lists-2026-12-06.json, two fresh machines,
+//   alternated with the packed layout), the balanced split wins at 0.5 % from M 3072: 0.977-0.980x at
+//   M 3072 and 0.971-0.974x at M 4096 (was 1.002-1.021x), and still loses below (1.010-1.020x at
+//   M 1024-2048) and nearer the break-even (1.005-1.016x at 0.75-1 %, M 3072-4096). Taken at M 4096
+//   for the low densities TwELL runs at there (its break-even is 0.93 %).
 // - H200: not measured (none was lent that day); the fused kernel stays.
 constexpr PreferencePoint kUpDownSplitMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 256, false},  {"NVIDIA H100 80GB HBM3", 1024, false},
-    {"NVIDIA H100 80GB HBM3", 2048, false}, {"NVIDIA H100 80GB HBM3", 4096, false},
+    {"NVIDIA H100 80GB HBM3", 2048, false}, {"NVIDIA H100 80GB HBM3", 4096, true},
     {"NVIDIA H100 80GB HBM3", 6144, true},  {"NVIDIA H100 80GB HBM3", 8192, true},
     {"NVIDIA H100 80GB HBM3", 16384, true}, {"NVIDIA H100 80GB HBM3", 131072, true},
 };

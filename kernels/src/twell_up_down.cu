@@ -11,12 +11,15 @@
 // on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
 // The split form (UpDownArgs::h_packed, gated and default precision): a first kernel runs phase 1 and writes
-// each non-zero's h, rounded to bf16 as phase 2 rounds it, as a list per token (or, for the balanced
-// launch's pieces, into a copy of the packed rows); the non-gated kernel then accumulates the down rows
-// from it. The output is the fused kernel's bit for bit. Each kernel then gathers rows of one matrix,
+// each non-zero's h, rounded to bf16 as phase 2 rounds it, as one list per CTA (a token, or a piece of
+// one in the balanced launch); the non-gated kernel then accumulates the down rows from the lists.
+// The output is the fused kernel's bit for bit. Each kernel then gathers rows of one matrix,
 // 23 MB at D 2048, N 5632 instead of 46. On an H100, where the fused kernel keeps L2 97 % busy at a 52 %
 // hit rate, the two took 4.11-4.13 ms against its 4.65-4.70 at M 131072, 0.5 % (0.996-0.998x at 1-2 %),
 // and the FFN 0.964-0.966x of its time with the fused kernel (h100-up-down-split-form-2026-12-06.json).
+// Lists instead of a copy in the packed layout took that to 0.920-0.933x on three H100s, the FFN 7.73-8.03
+// ms (h100-up-down-split-lists-2026-12-06.json); lists per piece took the balanced split at M 4096,
+// 0.5 %, from 1.002-1.009x to 0.971-0.974x (h100-up-down-split-piece-lists-2026-12-06.json).
 //
 // Why two phases: with one barrier per group of non-zeros, every group waited for the slowest warp's
 // loads; probing on H200 (M 131072, 0.5 %) put that barrier at 0.6 ms of a 4.5 ms kernel and the

@@ -301,7 +301,8 @@ TEST(TwellUpDownSplit, RunnerSplitsWhereMeasuredFasterWithinItsPlan) {
 TEST(FfnDispatch, UpDownSplitOnlyWhereItMeasuredFaster) {
   EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 131072));
   EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 6144));
-  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 4096));  // balanced: slower
+  EXPECT_TRUE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 4096));  // balanced, lists per piece
+  EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 2048));  // balanced: slower
   EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H100 80GB HBM3", 512));
   EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA H200", 131072));
   EXPECT_FALSE(cuda::up_down_split_preferred_for("NVIDIA A100-SXM4-80GB", 131072));

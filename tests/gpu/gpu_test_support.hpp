@@ -17,6 +17,7 @@
 #include "twell/matrix.hpp"
 #include "twell/model_generator.hpp"
 #include "twell/numeric.hpp"
+#include "twell/twell_format.hpp"
 
 namespace twell::test {
 
@@ -119,6 +120,25 @@ inline PortablePacked pack_with_portable_gate(const __nv_bfloat16* x, const Devi
   pack.overflow = {result.state.data(), result.state.data() + 2, result.list.data()};
   cuda::launch_twell_gate_pack(pack, nullptr);
   return result;
+}
+
+/// `packed`'s `rows` rows of `neurons` at `compression` as core's TwellPacked, its flagged rows listed as
+/// overflowing.
+inline TwellPacked download_twell_packed(const PortablePacked& packed, int rows, int neurons,
+                                         std::uint32_t compression = 8) {
+  TwellPacked host;
+  host.rows = static_cast<std::uint32_t>(rows);
+  host.neurons = static_cast<std::uint32_t>(neurons);
+  host.padded_neurons = static_cast<std::uint32_t>(cuda::twell_padded_neurons(neurons));
+  host.compression = compression;
+  host.words.resize(packed.packed.size());
+  TWELL_CUDA_CHECK(
+      cudaMemcpy(host.words.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> flags(static_cast<std::size_t>(rows));
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), flags.size() * 4, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; ++r)
+    if (flags[r] != 0) host.overflow_rows.push_back(static_cast<std::uint32_t>(r));
+  return host;
 }
 
 /// The consumer's arguments for a gated problem over `packed` (its flagged rows skipped) into `out`.

@@ -64,7 +64,7 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
   const Scenario scenario = GetParam();
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
-  const int hidden = 2048, neurons = 5632, padded = cuda::twell_padded_neurons(neurons);
+  const int hidden = 2048, neurons = 5632;
   const int rows = scenario.rows > 0 ? scenario.rows : 2 * resident_consumer_wave();
   ControlledFfnOptions options;
   options.tokens = static_cast<std::size_t>(rows);
@@ -79,21 +79,10 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
   const auto x = upload_bf16(problem.x);
 
   // The packed rows and their overflow flags from the portable gate.
-  const std::size_t words = static_cast<std::size_t>(rows) * padded / 8;
   const PortablePacked gate_output = pack_with_portable_gate(x.data(), device_ffn, rows);
-  const cuda::DeviceBuffer<std::uint32_t>& packed = gate_output.packed;
-  TwellPacked host_packed;
-  host_packed.rows = static_cast<std::uint32_t>(rows);
-  host_packed.neurons = neurons;
-  host_packed.padded_neurons = static_cast<std::uint32_t>(padded);
-  host_packed.compression = 8;
-  host_packed.words.resize(words);
-  TWELL_CUDA_CHECK(
-      cudaMemcpy(host_packed.words.data(), packed.data(), packed.bytes(), cudaMemcpyDeviceToHost));
+  const TwellPacked host_packed = download_twell_packed(gate_output, rows, neurons);
   std::vector<std::uint32_t> flags(rows);
   TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), gate_output.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  for (int r = 0; r < rows; ++r)
-    if (flags[r] != 0) host_packed.overflow_rows.push_back(static_cast<std::uint32_t>(r));
 
   const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
   ASSERT_GT(sizes.extra_pieces, 0);

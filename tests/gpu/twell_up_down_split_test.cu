@@ -43,19 +43,6 @@ std::vector<std::uint16_t> download_bits(const cuda::DeviceBuffer<__nv_bfloat16>
   return bits;
 }
 
-// `words` of device memory as a host TwellPacked of `rows` rows of `neurons` at `compression`.
-TwellPacked download_packed(const cuda::DeviceBuffer<std::uint32_t>& words, int rows, int neurons,
-                            std::uint32_t compression) {
-  TwellPacked packed;
-  packed.rows = static_cast<std::uint32_t>(rows);
-  packed.neurons = static_cast<std::uint32_t>(neurons);
-  packed.padded_neurons = static_cast<std::uint32_t>(cuda::twell_padded_neurons(neurons));
-  packed.compression = compression;
-  packed.words.resize(words.size());
-  TWELL_CUDA_CHECK(cudaMemcpy(packed.words.data(), words.data(), words.bytes(), cudaMemcpyDeviceToHost));
-  return packed;
-}
-
 // Every unflagged row's lists in `h_lists`: piece p of the row's `row_pieces[r]` (1 where null) holds,
 // from the word of its first tile, its entry count and then its entries in the packed rows' order,
 // each naming the packed entry's neuron. An empty piece writes nothing.
@@ -121,7 +108,7 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   cuda::DeviceBuffer<std::uint32_t> h_packed(words);
   std::vector<std::uint32_t> flags(rows);
   TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  const TwellPacked host_packed = download_packed(packed.packed, rows, neurons, shape.compression);
+  const TwellPacked host_packed = download_twell_packed(packed, rows, neurons, shape.compression);
   const std::uint32_t slots = host_packed.slots_per_tile();
   int flagged = 0, two_chunks = 0;
   for (int r = 0; r < rows; ++r) {
@@ -229,7 +216,7 @@ TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
   std::vector<std::uint32_t> h_host(words), flags(rows);
   TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
   TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  expect_h_lists(download_packed(packed.packed, rows, neurons, 8), h_host, flags, &pieces.row_pieces);
+  expect_h_lists(download_twell_packed(packed, rows, neurons), h_host, flags, &pieces.row_pieces);
 }
 
 // FfnRunner: Auto takes the split form where this GPU model measured it faster, within the workspace

@@ -130,8 +130,8 @@ class FfnRunner {
   TwellKernels last_twell_kernels() const;
   /// Where later twell() calls run the CTA consumer in its split form (UpDownArgs::h_packed), always
   /// gated and in default precision: Auto (the default) where up_down_split_preferred measured it
-  /// faster, Never, or Always. Never and Always are for benchmarks
-  /// comparing the two forms; Always may allocate past ffn_workspace_bytes's plan, which follows Auto.
+  /// faster, Never, or Always. Never and Always are for benchmarks comparing the two forms; Always may
+  /// allocate past ffn_workspace_bytes's plan, which follows Auto.
   enum class SplitConsumer { Auto, Never, Always };
   void set_split_consumer(SplitConsumer policy);
   /// Whether the last twell() call ran the split form.

@@ -90,6 +90,14 @@ struct UpDownParams {
   int extra;
 };
 
+// The split form's list of one CTA: it starts at the word of the piece's first tile in the token's
+// row of h_packed. Computed where used, from the token in shared memory, so that no register holds it
+// through the loops (see token_row).
+__device__ __forceinline__ std::uint32_t* piece_h_list(const UpDownParams& p, std::size_t row,
+                                                       int first_tile) {
+  return p.h_packed + row * p.words_per_row + static_cast<std::size_t>(first_tile) * p.slots_per_tile;
+}
+
 // Folds four per-lane values across the lanes 16 and 8 apart, halving the values a lane holds at
 // each exchange: afterwards lane l holds value (l >> 3) & 3 summed over lanes l, l ^ 8, l ^ 16, l ^ 24.
 __device__ __forceinline__ float fold_four_across_lane_groups(float (&v)[4], int lane) {
@@ -239,10 +247,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     if (lane == 0) {
       // An empty piece (more pieces than tiles) shares its first word with the next piece's list.
       if constexpr (kCompactInput)
-        list_length = range.begin < range.end
-                          ? static_cast<int>(__ldcs(p.h_packed + row * p.words_per_row +
-                                                    static_cast<std::size_t>(range.begin) * slots))
-                          : 0;
+        list_length =
+            range.begin < range.end ? static_cast<int>(__ldcs(piece_h_list(p, row, range.begin))) : 0;
       token_row = row;
       piece_tiles[0] = range.begin, piece_tiles[1] = range.end;
       piece_count = static_cast<unsigned>(pieces);
@@ -291,20 +297,18 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   const int pass_step = kCompactInput ? kChunkWords : tiles_per_pass;
   int written = 0;
   for (int pass0 = kCompactInput ? 0 : tile_begin; pass0 < pass_end; pass0 += pass_step) {
-    const int tile0 = pass0;
     if constexpr (kCompactInput) {
       const int listed = min(kChunkWords, pass_end - pass0);
-      const std::uint32_t* source =
-          p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots + 1 + pass0;
+      const std::uint32_t* source = piece_h_list(p, token_row, tile_begin) + 1 + pass0;
       for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
       if (t == 0) entry_total = static_cast<std::uint32_t>(listed);
       if (t < kPad) entries[listed + t] = 0u;
       __syncthreads();
     } else {
-      const int pass_tiles = min(tiles_per_pass, tile_end - tile0);
+      const int pass_tiles = min(tiles_per_pass, tile_end - pass0);
       const int pass_words = pass_tiles * slots;
       const std::uint32_t* source =
-          p.packed + token_row * p.words_per_row + static_cast<std::size_t>(tile0) * slots;
+          p.packed + token_row * p.words_per_row + static_cast<std::size_t>(pass0) * slots;
       for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
       __syncthreads();
 
@@ -375,8 +379,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         __syncthreads();
       }
       if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)), next in this CTA's list
-        std::uint32_t* const h_list =
-            p.h_packed + token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots;
+        std::uint32_t* const h_list = piece_h_list(p, token_row, tile_begin);
         for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
           const std::uint32_t word = chunk[entry];
           const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
@@ -443,8 +446,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   }
   if constexpr (kWritesH) {
     if (t == 0 && tile_begin < tile_end)
-      p.h_packed[token_row * p.words_per_row + static_cast<std::size_t>(tile_begin) * slots] =
-          static_cast<std::uint32_t>(written);
+      *piece_h_list(p, token_row, tile_begin) = static_cast<std::uint32_t>(written);
     return;
   }
 
@@ -489,7 +491,9 @@ template <int kMaxThreads>
 void launch_variant(const UpDownParams& params, bool gated, bool highest, int ctas, int threads,
                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas));
-  if (gated && !highest && params.h_packed != nullptr) {  // the split form: every h, then the down rows
+  // The split form (h_packed is set only where it applies, gated and default precision): every h,
+  // then the down rows.
+  if (params.h_packed != nullptr) {
     // h as one list per CTA, which the second kernel reads without the packed rows' empty slots.
     twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
     UpDownParams down = params;
@@ -571,8 +575,8 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.row_flags = args.row_flags;
   params.out = args.out;
   // The split form halves the rows each kernel gathers from, which matters where L2 throughput bounds
-  // the consumer. Balanced, both kernels run the same pieces: the plan counts entries, which the copy
-  // keeps, and each piece's tiles are its own in both.
+  // the consumer. Balanced, both kernels run the same pieces: the plan counts entries, which each
+  // piece's list keeps, and each piece's tiles are its own in both.
   params.h_packed = gated && !args.highest_precision ? args.h_packed : nullptr;
   params.hidden = args.hidden;
   params.chunks = args.hidden / 8;

@@ -12,8 +12,10 @@
 namespace twellscope {
 namespace {
 
-QString tokensPerMs(const std::optional<double>& value) {
-  return value ? QObject::tr("%1 tokens/ms").arg(formatNumber(*value, 5)) : kNotMeasured;
+QString tokensPerMs(const std::optional<double>& value, const std::optional<double>& occupied) {
+  if (!value) return kNotMeasured;
+  const QString rate = QObject::tr("%1 tokens/ms").arg(formatNumber(*value, 5));
+  return occupied ? QObject::tr("%1, device busy %2").arg(rate, formatPercent(*occupied, 0)) : rate;
 }
 
 QString bytesText(std::uint64_t bytes) {
@@ -66,11 +68,12 @@ QList<QPair<QString, QString>> summaryRows(const ReportDocument& document) {
           .arg(r.config.highest_precision ? QObject::tr(", fp32 products") : QString()));
   if (!r.config.twell_kernels.is_auto())
     add(QObject::tr("TwELL kernels"), QString::fromStdString(twell::to_string(r.config.twell_kernels)));
-  add(QObject::tr("End to end, dense"), tokensPerMs(o.dense_tokens_per_ms));
-  add(QObject::tr("End to end, TwELL"), tokensPerMs(o.twell_tokens_per_ms));
+  add(QObject::tr("End to end, dense"), tokensPerMs(o.dense_tokens_per_ms, o.dense_occupied));
+  add(QObject::tr("End to end, TwELL"), tokensPerMs(o.twell_tokens_per_ms, o.twell_occupied));
   add(QObject::tr("End-to-end speedup"), formatOptional(o.end_to_end_speedup, formatSpeedup));
   if (o.dispatch_tokens_per_ms) {
-    add(QObject::tr("End to end, per-layer dispatch"), tokensPerMs(o.dispatch_tokens_per_ms));
+    add(QObject::tr("End to end, per-layer dispatch"),
+        tokensPerMs(o.dispatch_tokens_per_ms, o.dispatch_occupied));
     add(QObject::tr("Dispatch speedup"), formatOptional(o.dispatch_speedup, formatSpeedup));
   }
   add(QObject::tr("Overall density"), formatPercent(o.overall_density, 3));

@@ -86,12 +86,16 @@ std::string export_markdown(const Report& report) {
   if (!report.end_to_end.empty()) {
     out += "## End to end\n\n";
     std::vector<std::vector<std::string>> rows;
-    for (const auto& e : report.end_to_end)
+    for (const auto& e : report.end_to_end) {
+      const std::optional<double> occupied = e.occupied_fraction();
       rows.push_back({e.path, text::fixed(e.forward.median_us / 1000.0, 3),
                       text::fixed(e.forward.min_us / 1000.0, 3), text::fixed(e.forward.max_us / 1000.0, 3),
-                      std::to_string(e.forward.count), text::fixed(e.tokens_per_ms, 2)});
-    out += markdown::table({"path", "forward median (ms)", "min (ms)", "max (ms)", "runs", "tokens/ms"}, rows,
-                           {false, true, true, true, true, true});
+                      std::to_string(e.forward.count), text::fixed(e.tokens_per_ms, 2),
+                      occupied ? text::percent(*occupied, 0) : "n/a"});
+    }
+    out += markdown::table(
+        {"path", "forward median (ms)", "min (ms)", "max (ms)", "runs", "tokens/ms", "device busy"}, rows,
+        {false, true, true, true, true, true, true});
     if (const auto speedup = report.end_to_end_speedup())
       out += "\nTwELL / dense throughput: **" + text::fixed(*speedup, 3) + "x**\n";
     if (const auto speedup = report.dispatch_end_to_end_speedup())

@@ -18,6 +18,12 @@ std::optional<double> LayerReport::speedup() const {
   return dense->total.median_us / sparse->total.median_us;
 }
 
+std::optional<double> EndToEndPath::occupied_fraction() const {
+  if (!occupied || occupied->count == 0 || forward.count == 0 || !(forward.median_us > 0))
+    return std::nullopt;
+  return occupied->median_us / forward.median_us;
+}
+
 const EndToEndPath* Report::find_end_to_end(const std::string& path) const {
   for (const auto& entry : end_to_end)
     if (entry.path == path) return &entry;

@@ -173,9 +173,12 @@ json report_to_json(const Report& report) {
   json layers = json::array();
   for (const auto& layer : report.layers) layers.push_back(layer_json(layer));
   json end_to_end = json::array();
-  for (const auto& e : report.end_to_end)
-    end_to_end.push_back(
-        {{"path", e.path}, {"forward", timing_json(e.forward)}, {"tokensPerMs", real(e.tokens_per_ms)}});
+  for (const auto& e : report.end_to_end) {
+    json entry = {
+        {"path", e.path}, {"forward", timing_json(e.forward)}, {"tokensPerMs", real(e.tokens_per_ms)}};
+    if (e.occupied) entry["occupied"] = timing_json(*e.occupied);
+    end_to_end.push_back(std::move(entry));
+  }
   json kernels = json::array();
   for (const auto& k : report.kernels)
     kernels.push_back({{"name", k.name},

@@ -325,9 +325,12 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   const Node layers = root.at("layers");
   for (const Node& item : layers.items()) report.layers.push_back(read_layer(item));
   check_layer_indices(report, layers, root);
-  for (const Node& item : root.at("endToEnd").items())
-    report.end_to_end.push_back(
-        {item.at("path").string(), read_timing(item.at("forward")), item.at("tokensPerMs").real()});
+  for (const Node& item : root.at("endToEnd").items()) {
+    EndToEndPath entry{item.at("path").string(), read_timing(item.at("forward")),
+                       item.at("tokensPerMs").real()};
+    if (auto occupied = item.find("occupied")) entry.occupied = read_timing(*occupied);
+    report.end_to_end.push_back(std::move(entry));
+  }
   for (const Node& item : root.at("kernels").items()) {
     KernelStat stat;
     stat.name = item.at("name").string();

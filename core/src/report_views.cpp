@@ -84,13 +84,19 @@ Overview overview(const Report& report) {
     }
   }
   result.overall_density = cells > 0 ? nonzeros / cells : 0.0;
-  if (const EndToEndPath* dense = report.find_end_to_end("dense"))
+  if (const EndToEndPath* dense = report.find_end_to_end("dense")) {
     result.dense_tokens_per_ms = dense->tokens_per_ms;
-  if (const EndToEndPath* twell = report.find_end_to_end("twell"))
+    result.dense_occupied = dense->occupied_fraction();
+  }
+  if (const EndToEndPath* twell = report.find_end_to_end("twell")) {
     result.twell_tokens_per_ms = twell->tokens_per_ms;
+    result.twell_occupied = twell->occupied_fraction();
+  }
   result.end_to_end_speedup = report.end_to_end_speedup();
-  if (const EndToEndPath* dispatch = report.find_end_to_end(kDispatchForwardPath))
+  if (const EndToEndPath* dispatch = report.find_end_to_end(kDispatchForwardPath)) {
     result.dispatch_tokens_per_ms = dispatch->tokens_per_ms;
+    result.dispatch_occupied = dispatch->occupied_fraction();
+  }
   result.dispatch_speedup = report.dispatch_end_to_end_speedup();
 
   // The session stores these warnings in the report; a report built elsewhere (an older writer,

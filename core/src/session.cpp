@@ -312,6 +312,7 @@ Report Session::assemble_report(const ProfileConfig& config, const TokenBatch& t
     EndToEndPath entry;
     entry.path = path_name;
     entry.forward = timing::span_stat(data.forward_records, filter);
+    if (entry.forward.count > 0) entry.occupied = timing::occupied_stat(data.forward_records, filter);
     if (entry.forward.median_us > 0)
       entry.tokens_per_ms = double(tokens.count()) / (entry.forward.median_us / 1000.0);
     report.end_to_end.push_back(std::move(entry));

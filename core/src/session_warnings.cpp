@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,29 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
                   "\"Dispatch below\")";
 }
 
+/// Below this share of its time kept busy, a forward is bound by launches and host work.
+constexpr double kKernelBoundOccupiedFraction = 0.8;
+
+/// A small batch or model leaves the device waiting between launches; the end-to-end throughputs
+/// then compare the host's launch work as much as the kernels, which the user should know before
+/// reading a speedup from them.
+void idle_forward_warning(const Report& report, std::vector<std::string>& out) {
+  if (report.device.backend == "cpu" || report.tracer.clock == "cpu") return;
+  std::string shares;
+  bool idle = false;
+  for (const auto& forward : report.end_to_end) {
+    const std::optional<double> fraction = forward.occupied_fraction();
+    if (!fraction) continue;
+    idle = idle || *fraction < kKernelBoundOccupiedFraction;
+    shares += (shares.empty() ? "" : ", ") + forward.path + " " + text::percent(*fraction, 0);
+  }
+  if (!idle) return;
+  out.push_back("the end-to-end forwards kept the device busy for only part of their time (" + shares +
+                "): the rest went to kernel launches and host work, so their throughputs and ratios "
+                "measure those as much as the kernels; profile more tokens (--batch, --seq) for "
+                "kernel-bound figures");
+}
+
 }  // namespace
 
 std::vector<std::string> derive_report_warnings(const Report& report) {
@@ -133,6 +157,7 @@ std::vector<std::string> derive_report_warnings(const Report& report) {
   overflow_warning(report, out);
   break_even_warning(report, out);
   dispatch_warning(report, out);
+  idle_forward_warning(report, out);
   return out;
 }
 

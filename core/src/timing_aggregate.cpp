@@ -2,6 +2,7 @@
 #include "twell/timing_aggregate.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -119,12 +120,43 @@ std::map<int, double> span_us_per_repetition(const std::vector<KernelRecord>& re
   return spans;
 }
 
+std::map<int, double> occupied_us_per_repetition(const std::vector<KernelRecord>& records,
+                                                 const RecordFilter& filter) {
+  // Sweeping each repetition's intervals in start order: a record that starts after the covered
+  // stretch ends opens a new stretch, one that starts inside it can only extend it.
+  struct Sweep {
+    std::uint64_t stretch_start = 0, stretch_end = 0, closed_ns = 0;
+  };
+  std::map<int, Sweep> sweeps;
+  for (const KernelRecord* record : in_start_order(records)) {
+    if (!filter.matches(*record) || record->end_ns <= record->start_ns) continue;
+    auto [it, inserted] = sweeps.try_emplace(record->tag.repetition);
+    Sweep& sweep = it->second;
+    if (inserted || record->start_ns > sweep.stretch_end) {
+      if (!inserted) sweep.closed_ns += sweep.stretch_end - sweep.stretch_start;
+      sweep.stretch_start = record->start_ns;
+      sweep.stretch_end = record->end_ns;
+    } else {
+      sweep.stretch_end = std::max(sweep.stretch_end, record->end_ns);
+    }
+  }
+  std::map<int, double> occupied;
+  for (const auto& [repetition, sweep] : sweeps)
+    occupied[repetition] =
+        static_cast<double>(sweep.closed_ns + (sweep.stretch_end - sweep.stretch_start)) / 1000.0;
+  return occupied;
+}
+
 TimingStat busy_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter) {
   return summarize(values_of(busy_us_per_repetition(records, filter)));
 }
 
 TimingStat span_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter) {
   return summarize(values_of(span_us_per_repetition(records, filter)));
+}
+
+TimingStat occupied_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter) {
+  return summarize(values_of(occupied_us_per_repetition(records, filter)));
 }
 
 std::vector<PathTiming> path_timings(const std::vector<KernelRecord>& records, int layer,

@@ -320,6 +320,13 @@ TEST(ExportMarkdown, SummaryHasFactsWarningsAndOneRowPerLayer) {
   const std::string with_dispatch = twell::export_markdown(report);
   EXPECT_NE(with_dispatch.find("| dispatch | "), std::string::npos);
   EXPECT_NE(with_dispatch.find("Per-layer dispatch / dense throughput: **1.500x**"), std::string::npos);
+  // The device's busy share of each forward, where the report has it.
+  EXPECT_NE(text.find("| tokens/ms | device busy |"), std::string::npos);
+  EXPECT_NE(text.find(" | n/a |"), std::string::npos);
+  twell::TimingStat occupied = report.end_to_end[0].forward;
+  occupied.median_us *= 0.4;
+  report.end_to_end[0].occupied = occupied;
+  EXPECT_NE(twell::export_markdown(report).find(" | 40% |"), std::string::npos);
   const auto table = text.find("| layer | density |");
   ASSERT_NE(table, std::string::npos);
   for (const auto& layer : report.layers)

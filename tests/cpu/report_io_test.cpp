@@ -63,10 +63,25 @@ twell::Report golden_report() {
   report.end_to_end.push_back(
       {twell::kDispatchForwardPath, twell_forward.forward, twell_forward.tokens_per_ms});
   report.config.twell_kernels = {"sm90", "auto", "sparse"};
+  for (twell::EndToEndPath& forward : report.end_to_end) {
+    twell::TimingStat occupied = forward.forward;
+    occupied.median_us *= 0.75, occupied.min_us *= 0.75, occupied.max_us *= 0.875;
+    forward.occupied = occupied;
+  }
+  return report;
+}
+
+/// The golden report as a writer before 1.5 wrote it: no occupied time in the forwards.
+twell::Report golden_report_before_occupied() {
+  twell::Report report = golden_report();
+  for (twell::EndToEndPath& forward : report.end_to_end) forward.occupied.reset();
   return report;
 }
 
 const std::filesystem::path kGoldenPath =
+    std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.5.json";
+// Written by 1.4 writers (before the forwards' occupied time).
+const std::filesystem::path kGolden14Path =
     std::filesystem::path(TWELLSCOPE_TEST_DATA_DIR) / "reports" / "golden-1.4.json";
 // Written by 1.3 writers (before config.twellKernels).
 const std::filesystem::path kGolden13Path =
@@ -157,8 +172,17 @@ TEST(ReportIo, AVersion10ReportStillReadsWithoutADispatchSection) {
   EXPECT_FALSE(parsed.dispatch_break_even);
 }
 
+TEST(ReportIo, AVersion14ReportReadsWithoutOccupiedTime) {
+  twell::Report expected = golden_report_before_occupied();
+  expected.schema_minor = 4;
+  const twell::Report parsed =
+      twell::parse_report(twell::test::read_file(kGolden14Path), kGolden14Path.string());
+  EXPECT_EQ(parsed, expected);
+  for (const auto& forward : parsed.end_to_end) EXPECT_FALSE(forward.occupied_fraction()) << forward.path;
+}
+
 TEST(ReportIo, AVersion13ReportReadsAsAutoKernels) {
-  twell::Report expected = golden_report();
+  twell::Report expected = golden_report_before_occupied();
   expected.schema_minor = 3;
   expected.config.twell_kernels = {};
   const twell::Report parsed =
@@ -178,7 +202,7 @@ TEST(ReportIo, AVersion11ReportStillReads) {
 }
 
 TEST(ReportIo, AVersion12ReportStillReadsWithoutKernelVariants) {
-  twell::Report expected = golden_report();
+  twell::Report expected = golden_report_before_occupied();
   expected.schema_minor = 2;
   expected.kernel_variants.clear();
   expected.config.twell_kernels = {};

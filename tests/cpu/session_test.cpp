@@ -3,6 +3,7 @@
 // the report says, progress and cancellation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <regex>
 
@@ -345,6 +346,43 @@ TEST(Session, SaysWhenTimingsAreCpuTimingsOrCameFromAFallbackTracer) {
   EXPECT_NE(report.warnings.at(0).find("without a per-kernel breakdown"), std::string::npos);
   // Region records still time each op.
   EXPECT_GT(report.layers[0].paths[0].total.median_us, 0.0);
+}
+
+TEST(Session, ForwardsSayHowMuchOfTheirTimeTheDeviceWasBusy) {
+  // Back to back, the device never waits: occupied time is the forward's.
+  SessionFixture packed;
+  const twell::Report kernel_bound = packed.run();
+  for (const auto& forward : kernel_bound.end_to_end) {
+    ASSERT_TRUE(forward.occupied) << forward.path;
+    EXPECT_EQ(forward.occupied->count, 3u);
+    EXPECT_DOUBLE_EQ(forward.occupied->median_us, forward.forward.median_us) << forward.path;
+  }
+  for (const auto& warning : kernel_bound.warnings)
+    EXPECT_EQ(warning.find("busy"), std::string::npos) << warning;
+
+  // 2 us between launches (a small model's launch overhead): the dense forward's 14.5 us of kernels
+  // sit in a longer span, and the report says so.
+  SessionFixture gaps;
+  gaps.tracer.set_gap_ns(2'000);
+  const twell::Report launch_bound = gaps.run();
+  const twell::EndToEndPath& dense = launch_bound.end_to_end.at(0);
+  ASSERT_TRUE(dense.occupied);
+  EXPECT_DOUBLE_EQ(dense.occupied->median_us, 1.0 + 3 * 4.5);
+  ASSERT_TRUE(dense.occupied_fraction());
+  EXPECT_LT(*dense.occupied_fraction(), 0.8);
+  const auto idle =
+      std::find_if(launch_bound.warnings.begin(), launch_bound.warnings.end(),
+                   [](const std::string& w) { return w.find("kept the device busy") != std::string::npos; });
+  ASSERT_NE(idle, launch_bound.warnings.end()) << ::testing::PrintToString(launch_bound.warnings);
+  EXPECT_TRUE(std::regex_search(*idle, std::regex(R"(\(dense [0-9]+%, twell [0-9]+%\))"))) << *idle;
+  EXPECT_NE(idle->find("--batch"), std::string::npos) << *idle;
+
+  // CPU timings have their own warning; this one is about a device left waiting.
+  SessionFixture cpu;
+  cpu.backend.device_info = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};
+  cpu.tracer.set_gap_ns(2'000);
+  for (const auto& warning : cpu.run().warnings)
+    EXPECT_EQ(warning.find("kept the device busy"), std::string::npos) << warning;
 }
 
 TEST(Session, ProgressIsMonotoneAndEndsDone) {

@@ -103,6 +103,31 @@ TEST(SpanTime, IsLastEndMinusFirstStartIncludingGaps) {
   EXPECT_EQ(timing::span_stat(records, {.phase = "end_to_end", .path = "dense"}).count, 0u);
 }
 
+TEST(OccupiedTime, IsTheUnionOfTheIntervalsWithOverlapsCountedOnce) {
+  const TraceTag forward{"end_to_end", -1, "twell", "forward", 0, false};
+  TraceTag second = forward, warmup = forward;
+  second.repetition = 1;
+  warmup.warmup = true;
+  const std::vector<KernelRecord> records = {
+      make_record("ffn", 2'000, 2'000, forward),     // overlaps the next on a side stream
+      make_record("embed", 1'000, 2'000, forward),   // given out of start order
+      make_record("inside", 1'500, 1'000, forward),  // within the stretch: adds nothing
+      make_record("norm", 6'000, 1'000, forward),    // after a 2 us gap
+      make_record("empty", 6'500, 0, forward),       // no duration
+      make_record("cold", 0, 50'000, warmup),        // a warm-up, not counted
+      make_record("unowned", 8'000, 5'000, forward, false),
+      make_record("embed", 20'000, 2'500, second)};
+  const auto occupied = timing::occupied_us_per_repetition(records, {.phase = "end_to_end"});
+  ASSERT_EQ(occupied.size(), 2u);
+  EXPECT_DOUBLE_EQ(occupied.at(0), 4.0);  // 1000 .. 4000 and 6000 .. 7000 ns
+  EXPECT_DOUBLE_EQ(occupied.at(1), 2.5);
+  EXPECT_DOUBLE_EQ(timing::span_us_per_repetition(records, {.phase = "end_to_end"}).at(0), 6.0);
+  const auto stat = timing::occupied_stat(records, {.phase = "end_to_end", .path = "twell"});
+  EXPECT_EQ(stat.count, 2u);
+  EXPECT_DOUBLE_EQ(stat.median_us, 3.25);
+  EXPECT_EQ(timing::occupied_stat(records, {.phase = "end_to_end", .path = "dense"}).count, 0u);
+}
+
 TEST(PathTimings, TotalsAndOpsPerPathInOrderOfFirstStart) {
   std::vector<KernelRecord> records;
   std::uint64_t t = 0;

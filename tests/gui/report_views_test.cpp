@@ -54,6 +54,10 @@ TEST(ReportViews, OverviewWeighsDensityAndCollectsWarnings) {
   EXPECT_DOUBLE_EQ(*o.end_to_end_speedup, 1.2);
   EXPECT_DOUBLE_EQ(*o.dispatch_tokens_per_ms, 128.0);
   EXPECT_DOUBLE_EQ(*o.dispatch_speedup, 1.28);
+  ASSERT_TRUE(o.dense_occupied && o.twell_occupied);
+  EXPECT_DOUBLE_EQ(*o.dense_occupied, 0.95);
+  EXPECT_NEAR(*o.twell_occupied, 0.9, 1e-12);
+  EXPECT_FALSE(o.dispatch_occupied);  // its forward has no occupied time
   EXPECT_EQ(o.layers_twell_slower, 1u);
   EXPECT_EQ(o.layers_timed, static_cast<std::size_t>(kSampleLayers));
 

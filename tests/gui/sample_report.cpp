@@ -113,8 +113,10 @@ twell::Report makeSampleReport() {
   }
   report.kernel_variants = {
       {"twell_up_down", false, "twell", "up_down", "sm_80+", "fused consumer, one CTA per token"}};
-  report.end_to_end.push_back({"dense", stat(640.0), 100.0});
-  report.end_to_end.push_back({"twell", stat(533.3), 120.0});
+  // The device busy 95 % of the dense forward and 90 % of the TwELL one; the dispatch forward as a
+  // report before 1.5 has it, without the occupied time.
+  report.end_to_end.push_back({"dense", stat(640.0), 100.0, stat(608.0)});
+  report.end_to_end.push_back({"twell", stat(533.3), 120.0, stat(479.97)});
   report.end_to_end.push_back({twell::kDispatchForwardPath, stat(500.0), 128.0});
   return report;
 }

@@ -54,8 +54,8 @@ TEST_F(GuiTest, OpeningAReportFillsEveryView) {
 
   const QString summary = window->overview()->summaryText();
   for (const char* part :
-       {"Test GPU", "cupti", "100 tokens/ms", "120 tokens/ms", "1.200×", "C=8", "per-layer dispatch",
-        "128 tokens/ms", "1.280×", "TwELL kernels", "sm90/balanced_cta/sparse"})
+       {"Test GPU", "cupti", "100 tokens/ms, device busy 95 %", "120 tokens/ms, device busy 90 %", "1.200×",
+        "C=8", "per-layer dispatch", "128 tokens/ms", "1.280×", "TwELL kernels", "sm90/balanced_cta/sparse"})
     EXPECT_TRUE(summary.contains(QString::fromUtf8(part))) << part << "\n" << summary.toStdString();
   EXPECT_TRUE(window->overview()->warnings().join(QLatin1Char('\n')).contains(QStringLiteral("overflow")));
 

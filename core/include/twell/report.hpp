@@ -18,8 +18,9 @@ inline constexpr const char* kReportSchemaId = "https://twellscope.dev/schema/re
 inline constexpr int kReportSchemaMajor = 1;
 /// 1.1 added the dispatch break-even; 1.2 the per-layer dispatch's end-to-end forward ("dispatch")
 /// and config.dispatchBreakEven; 1.3 the backend's kernel variants ("kernelVariants"); 1.4
-/// config.twellKernels (the TwELL kernels asked for, when not auto).
-inline constexpr int kReportSchemaMinor = 4;
+/// config.twellKernels (the TwELL kernels asked for, when not auto); 1.5 each end-to-end forward's
+/// occupied time ("occupied").
+inline constexpr int kReportSchemaMinor = 5;
 
 struct TimingStat {
   double median_us = 0, min_us = 0, max_us = 0;
@@ -66,6 +67,12 @@ struct EndToEndPath {
   std::string path;
   TimingStat forward;        ///< whole backbone forward, per repetition
   double tokens_per_ms = 0;  ///< tokens / median forward time
+  /// Per repetition, the time at least one of the forward's kernels (or traced regions) ran: the
+  /// forward less the gaps where the device waited for launches and host work. Absent in reports
+  /// before 1.5.
+  std::optional<TimingStat> occupied = std::nullopt;
+  /// occupied's median over forward's; absent without both.
+  std::optional<double> occupied_fraction() const;
   bool operator==(const EndToEndPath&) const = default;
 };
 

@@ -38,6 +38,9 @@ struct Overview {
   std::optional<double> dense_tokens_per_ms, twell_tokens_per_ms, end_to_end_speedup;
   /// The forward with each layer on the path the per-layer dispatch picked, and its speedup over dense.
   std::optional<double> dispatch_tokens_per_ms, dispatch_speedup;
+  /// The share of each forward the device was kept busy (EndToEndPath::occupied_fraction), when
+  /// the report has it: well below 1, launches and host work bound the throughputs above.
+  std::optional<double> dense_occupied, twell_occupied, dispatch_occupied;
   std::size_t layers_twell_slower = 0;  ///< layers whose measured TwELL / dense speedup is below 1
   std::size_t layers_timed = 0;         ///< layers with both paths timed (a measured speedup)
   std::vector<std::string> warnings;    ///< the report's, plus any derive_report_warnings adds

@@ -23,7 +23,8 @@
 ///   record every open region, so callers must not nest tags within one (layer, path) or the
 ///   region would count twice.
 /// - "Span" is max(end) - min(start) of a repetition's records: wall time including gaps, for
-///   end-to-end forwards.
+///   end-to-end forwards. "Occupied" time is the union of a repetition's record intervals: the span
+///   less the gaps where nothing ran, with overlapping records (side streams) counted once.
 /// - Statistics are median (mean of the two middle samples for an even count), min, max, count,
 ///   in microseconds.
 /// - Inputs need not be sorted; outputs list groups in the order they first started.
@@ -55,11 +56,17 @@ std::map<int, double> busy_us_per_repetition(const std::vector<KernelRecord>& re
 std::map<int, double> span_us_per_repetition(const std::vector<KernelRecord>& records,
                                              const RecordFilter& filter);
 
+/// Per repetition number: the length (µs) of the union of the matching records' intervals.
+std::map<int, double> occupied_us_per_repetition(const std::vector<KernelRecord>& records,
+                                                 const RecordFilter& filter);
+
 /// Statistics of busy_us_per_repetition.
 TimingStat busy_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter);
 /// Statistics of span_us_per_repetition: end-to-end forward time, e.g.
 /// span_stat(records, {.phase = "end_to_end", .path = "twell"}).
 TimingStat span_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter);
+/// Statistics of occupied_us_per_repetition: how long a forward kept the device working.
+TimingStat occupied_stat(const std::vector<KernelRecord>& records, const RecordFilter& filter);
 
 /// One PathTiming per path that `layer` ran in `phase`: the path's busy total per repetition
 /// and one OpTiming per op. overflow_rows is left at 0 for the caller to fill.

@@ -424,13 +424,11 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
   launch_twell_up_down(consume, side);
 }
 
-std::uint64_t FfnRunner::last_overflow_rows() {
-  TWELL_CUDA_CHECK(cudaStreamSynchronize(m_impl->stream));
+std::uint64_t FfnRunner::last_overflow_rows() const {
   return m_impl->last_rows;
 }
 
-std::optional<std::uint64_t> FfnRunner::last_overflow_tiles() {
-  TWELL_CUDA_CHECK(cudaStreamSynchronize(m_impl->stream));
+std::optional<std::uint64_t> FfnRunner::last_overflow_tiles() const {
   if (!m_impl->tiles_counted) return std::nullopt;
   return m_impl->last_tiles;
 }

@@ -115,7 +115,7 @@ class FfnRunner {
   /// TwELL: gate GEMM with the ReLU + pack epilogue, then the fused up/down consumer; rows whose
   /// tiles overflowed capacity take the OverflowRoute of set_twell_kernels. Tagged gate_pack /
   /// up_down, then overflow_dense or overflow_sparse where a row overflowed.
-  /// The overflow row count is left on the device; read it with last_overflow_rows().
+  /// The overflow row count is read back before the call returns: last_overflow_rows().
   /// The activation is always ReLU (TwELL's packing predicate). Non-gated when weights.gate is null.
   /// The host waits for the gate kernel (not for the consumer, which keeps the GPU busy meanwhile)
   /// to size the dense recomputation of overflowing rows, so a call cannot be stream-captured.
@@ -137,11 +137,14 @@ class FfnRunner {
   /// Whether the last twell() call ran the split form.
   bool last_up_down_split() const;
 
-  /// Rows recomputed densely by the last twell() call (synchronises the stream).
-  std::uint64_t last_overflow_rows();
+  /// Rows recomputed densely by the last twell() call. twell() read the count before returning, so
+  /// this does not synchronise: a forward queues its next layer while the consumer still runs
+  /// (waiting here for the stream left the device idle while each next layer was launched).
+  std::uint64_t last_overflow_rows() const;
   /// (row, tile) pairs of the last twell() call that had more non-zeros than capacity; empty when the
   /// gate kernel that ran only flags rows (the Hopper kernel clamps counts without counting tiles).
-  std::optional<std::uint64_t> last_overflow_tiles();
+  /// Known when twell() returns, as the row count is.
+  std::optional<std::uint64_t> last_overflow_tiles() const;
   /// The rows recomputed densely by the last twell() call, ascending (synchronises; tests).
   std::vector<std::uint32_t> last_overflow_row_indices();
 

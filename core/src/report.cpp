@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 #include "twell/report.hpp"
 
+#include "text_format.hpp"
+
 namespace twell {
 
 const PathTiming* LayerReport::find_path(const std::string& name) const {
@@ -22,6 +24,20 @@ std::optional<double> EndToEndPath::occupied_fraction() const {
   if (!occupied || occupied->count == 0 || forward.count == 0 || !(forward.median_us > 0))
     return std::nullopt;
   return occupied->median_us / forward.median_us;
+}
+
+std::optional<std::string> Report::launch_bound_forward_shares() const {
+  if (device.backend == "cpu" || tracer.clock == "cpu") return std::nullopt;  // no device to leave idle
+  std::string shares;
+  bool launch_bound = false;
+  for (const auto& forward : end_to_end) {
+    const std::optional<double> fraction = forward.occupied_fraction();
+    if (!fraction) continue;
+    launch_bound = launch_bound || *fraction < kKernelBoundOccupiedFraction;
+    shares += (shares.empty() ? "" : ", ") + forward.path + " " + text::percent(*fraction, 0);
+  }
+  if (!launch_bound) return std::nullopt;
+  return shares;
 }
 
 const EndToEndPath* Report::find_end_to_end(const std::string& path) const {

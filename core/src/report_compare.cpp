@@ -5,7 +5,10 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "text_format.hpp"
 #include "twell/report_views.hpp"
@@ -79,6 +82,12 @@ void add_caveats(const Report& a, const Report& b, ReportComparison& out) {
     return r.dispatch_break_even ? text::percent(r.dispatch_break_even->density, 2) : std::string("none");
   };
   differ("dispatch break-even", break_even(a), break_even(b));
+  // A change in a launch-bound forward's throughput says little about the kernels.
+  for (const auto& [report, label] : {std::pair{&a, "A"}, std::pair{&b, "B"}})
+    if (const std::optional<std::string> shares = report->launch_bound_forward_shares())
+      out.caveats.push_back(std::string("end-to-end forwards of ") + label +
+                            " kept the device busy for only part of their time (" + *shares +
+                            "): their throughputs measure launches and host work as much as kernels");
 }
 
 }  // namespace

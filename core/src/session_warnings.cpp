@@ -118,24 +118,13 @@ void dispatch_warning(const Report& report, std::vector<std::string>& out) {
                   "\"Dispatch below\")";
 }
 
-/// Below this share of its time kept busy, a forward is bound by launches and host work.
-constexpr double kKernelBoundOccupiedFraction = 0.8;
-
 /// A small batch or model leaves the device waiting between launches; the end-to-end throughputs
 /// then compare the host's launch work as much as the kernels, which the user should know before
 /// reading a speedup from them.
 void idle_forward_warning(const Report& report, std::vector<std::string>& out) {
-  if (report.device.backend == "cpu" || report.tracer.clock == "cpu") return;
-  std::string shares;
-  bool idle = false;
-  for (const auto& forward : report.end_to_end) {
-    const std::optional<double> fraction = forward.occupied_fraction();
-    if (!fraction) continue;
-    idle = idle || *fraction < kKernelBoundOccupiedFraction;
-    shares += (shares.empty() ? "" : ", ") + forward.path + " " + text::percent(*fraction, 0);
-  }
-  if (!idle) return;
-  out.push_back("the end-to-end forwards kept the device busy for only part of their time (" + shares +
+  const std::optional<std::string> shares = report.launch_bound_forward_shares();
+  if (!shares) return;
+  out.push_back("the end-to-end forwards kept the device busy for only part of their time (" + *shares +
                 "): the rest went to kernel launches and host work, so their throughputs and ratios "
                 "measure those as much as the kernels; profile more tokens (--batch, --seq) for "
                 "kernel-bound figures");

@@ -54,6 +54,30 @@ TEST(ReportCompare, LayerDeltasSummaryAndChangedLayers) {
   EXPECT_NE(markdown.find("1.200x"), std::string::npos);
 }
 
+TEST(ReportCompare, SaysWhichReportsForwardsWereLaunchBound) {
+  twell::Report a = twell::test::make_synthetic_report();
+  twell::Report b = a;
+  for (twell::EndToEndPath& forward : b.end_to_end) {
+    forward.occupied = forward.forward;
+    forward.occupied->median_us *= 0.95;
+  }
+  a.end_to_end[0].occupied = a.end_to_end[0].forward;
+  a.end_to_end[0].occupied->median_us *= 0.4;
+  const twell::ReportComparison c = twell::compare_reports(a, b, "small.json", "large.json");
+  ASSERT_EQ(c.caveats.size(), 1u) << ::testing::PrintToString(c.caveats);
+  EXPECT_EQ(c.caveats[0].rfind("end-to-end forwards of A kept the device busy for only part of their time "
+                               "(dense 40%): ",
+                               0),
+            0u)
+      << c.caveats[0];
+
+  // The same shares on the CPU are no device left idle.
+  a.device = {"cpu", "Some CPU", "", 2, 0, "", "", "cpu-reference"};
+  a.tracer = {"cpu-clock", "cpu", "", false};
+  for (const auto& caveat : twell::compare_reports(a, b, "small.json", "large.json").caveats)
+    EXPECT_EQ(caveat.find("kept the device busy"), std::string::npos) << caveat;
+}
+
 TEST(ReportCompare, NamesWhatDiffersBetweenTheRunsAndMissingLayers) {
   twell::Report a = twell::test::make_synthetic_report();
   twell::Report b = a;

@@ -63,6 +63,10 @@ struct LayerReport {
   bool operator==(const LayerReport&) const = default;
 };
 
+/// Below this share of its time kept busy (EndToEndPath::occupied_fraction), a forward is bound by
+/// kernel launches and host work rather than by its kernels.
+inline constexpr double kKernelBoundOccupiedFraction = 0.8;
+
 struct EndToEndPath {
   std::string path;
   TimingStat forward;        ///< whole backbone forward, per repetition
@@ -135,6 +139,10 @@ struct Report {
   std::optional<double> end_to_end_speedup() const;
   /// The per-layer dispatch forward's tokens/ms over dense's, when both were measured.
   std::optional<double> dispatch_end_to_end_speedup() const;
+  /// Where a device run's end-to-end forward kept the device busy for under
+  /// kKernelBoundOccupiedFraction of its time, every forward's share ("dense 42%, twell 40%"); else
+  /// empty. Such forwards are bound by launches and host work, which their throughputs then measure.
+  std::optional<std::string> launch_bound_forward_shares() const;
   bool operator==(const Report&) const = default;
 };
 

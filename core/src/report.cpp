@@ -26,8 +26,12 @@ std::optional<double> EndToEndPath::occupied_fraction() const {
   return occupied->median_us / forward.median_us;
 }
 
+bool Report::timed_on_cpu() const {
+  return device.backend == "cpu" || tracer.clock == "cpu";
+}
+
 std::optional<std::string> Report::launch_bound_forward_shares() const {
-  if (device.backend == "cpu" || tracer.clock == "cpu") return std::nullopt;  // no device to leave idle
+  if (timed_on_cpu()) return std::nullopt;  // no device to leave idle
   std::string shares;
   bool launch_bound = false;
   for (const auto& forward : end_to_end) {

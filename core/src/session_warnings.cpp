@@ -134,7 +134,7 @@ void idle_forward_warning(const Report& report, std::vector<std::string>& out) {
 
 std::vector<std::string> derive_report_warnings(const Report& report) {
   std::vector<std::string> out;
-  if (report.device.backend == "cpu" || report.tracer.clock == "cpu")
+  if (report.timed_on_cpu())
     out.push_back("CPU run: timings are CPU timings (" + report.tracer.name + " on " +
                   (report.device.name.empty() ? std::string("the CPU") : report.device.name) +
                   "), not GPU kernel timings; they do not predict GPU speedups");

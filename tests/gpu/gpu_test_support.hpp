@@ -122,6 +122,13 @@ inline PortablePacked pack_with_portable_gate(const __nv_bfloat16* x, const Devi
   return result;
 }
 
+/// The portable gate's overflow flag of each of `rows` rows (non-zero: the row overflowed a tile).
+inline std::vector<std::uint32_t> download_row_flags(const PortablePacked& packed, int rows) {
+  std::vector<std::uint32_t> flags(static_cast<std::size_t>(rows));
+  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), flags.size() * 4, cudaMemcpyDeviceToHost));
+  return flags;
+}
+
 /// `packed`'s `rows` rows of `neurons` at `compression` as core's TwellPacked, its flagged rows listed as
 /// overflowing.
 inline TwellPacked download_twell_packed(const PortablePacked& packed, int rows, int neurons,
@@ -134,8 +141,7 @@ inline TwellPacked download_twell_packed(const PortablePacked& packed, int rows,
   host.words.resize(packed.packed.size());
   TWELL_CUDA_CHECK(
       cudaMemcpy(host.words.data(), packed.packed.data(), packed.packed.bytes(), cudaMemcpyDeviceToHost));
-  std::vector<std::uint32_t> flags(static_cast<std::size_t>(rows));
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), flags.size() * 4, cudaMemcpyDeviceToHost));
+  const std::vector<std::uint32_t> flags = download_row_flags(packed, rows);
   for (int r = 0; r < rows; ++r)
     if (flags[r] != 0) host.overflow_rows.push_back(static_cast<std::uint32_t>(r));
   return host;

@@ -81,8 +81,7 @@ TEST_P(TwellUpDownBalance, PlanMatchesCoreAndOutputMatchesOneCtaPerToken) {
   // The packed rows and their overflow flags from the portable gate.
   const PortablePacked gate_output = pack_with_portable_gate(x.data(), device_ffn, rows);
   const TwellPacked host_packed = download_twell_packed(gate_output, rows, neurons);
-  std::vector<std::uint32_t> flags(rows);
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), gate_output.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
+  const std::vector<std::uint32_t> flags = download_row_flags(gate_output, rows);
 
   const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, hidden, device);
   ASSERT_GT(sizes.extra_pieces, 0);

@@ -106,8 +106,7 @@ TEST_P(TwellUpDownSplit, WritesTheFusedOutputBitForBit) {
   const PortablePacked packed = pack_with_portable_gate(x.data(), device_ffn, rows, shape.compression);
   const std::size_t words = packed.packed.size();
   cuda::DeviceBuffer<std::uint32_t> h_packed(words);
-  std::vector<std::uint32_t> flags(rows);
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
+  const std::vector<std::uint32_t> flags = download_row_flags(packed, rows);
   const TwellPacked host_packed = download_twell_packed(packed, rows, neurons, shape.compression);
   const std::uint32_t slots = host_packed.slots_per_tile();
   int flagged = 0, two_chunks = 0;
@@ -213,10 +212,10 @@ TEST(TwellUpDownSplit, BalancedLaunchWritesTheFusedOutputBitForBit) {
       cuda::download_up_down_balance_plan(plan.data(), rows, sizes.extra_pieces, nullptr);
   ASSERT_FALSE(pieces.split_rows.empty()) << "no token was cut into pieces";
 
-  std::vector<std::uint32_t> h_host(words), flags(rows);
+  std::vector<std::uint32_t> h_host(words);
   TWELL_CUDA_CHECK(cudaMemcpy(h_host.data(), h_packed.data(), h_packed.bytes(), cudaMemcpyDeviceToHost));
-  TWELL_CUDA_CHECK(cudaMemcpy(flags.data(), packed.row_flags(), rows * 4, cudaMemcpyDeviceToHost));
-  expect_h_lists(download_twell_packed(packed, rows, neurons), h_host, flags, &pieces.row_pieces);
+  expect_h_lists(download_twell_packed(packed, rows, neurons), h_host, download_row_flags(packed, rows),
+                 &pieces.row_pieces);
 }
 
 // FfnRunner: Auto takes the split form where this GPU model measured it faster, within the workspace

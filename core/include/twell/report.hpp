@@ -139,6 +139,9 @@ struct Report {
   std::optional<double> end_to_end_speedup() const;
   /// The per-layer dispatch forward's tokens/ms over dense's, when both were measured.
   std::optional<double> dispatch_end_to_end_speedup() const;
+  /// Whether the timings are CPU timings (the CPU backend, or a CPU-clock tracer): they say nothing of a
+  /// GPU's speed or idle time.
+  bool timed_on_cpu() const;
   /// Where a device run's end-to-end forward kept the device busy for under
   /// kKernelBoundOccupiedFraction of its time, every forward's share ("dense 42%, twell 40%"); else
   /// empty. Such forwards are bound by launches and host work, which their throughputs then measure.

@@ -88,17 +88,23 @@ FfnDeviceWeights CudaBackend::ffn_weights(std::size_t layer) const {
 std::uint64_t CudaBackend::run_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
                                    std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
                                    const bf16** gate_preactivation) {
+  launch_ffn(layer, path, options, x, tokens, out, tracer, tag, gate_preactivation);
+  return path == FfnPath::Dense ? 0 : m_ffn->last_overflow_rows();
+}
+
+void CudaBackend::launch_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
+                             std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
+                             const bf16** gate_preactivation) {
   TraceTag ffn_tag = tag;
   ffn_tag.layer = static_cast<int>(layer);
   if (ffn_tag.path.empty()) ffn_tag.path = to_string(path);
   const int rows = static_cast<int>(tokens);
   if (path == FfnPath::Dense) {
     m_ffn->dense(ffn_weights(layer), m_activation, x, rows, out, tracer, ffn_tag, gate_preactivation);
-    return 0;
+    return;
   }
   m_ffn->set_twell_kernels(twell_kernels_from_request(options.twell_kernels));
   m_ffn->twell(ffn_weights(layer), options, x, rows, out, tracer, ffn_tag);
-  return m_ffn->last_overflow_rows();
 }
 
 std::uint64_t CudaBackend::run_layer_ffn(std::size_t layer, FfnPath path, const FfnOptions& options,

@@ -188,6 +188,10 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
   ActivationBuffers& a = m_activations;
   ForwardResult result;
   result.layers.resize(m_layers.size());
+  if (!m_forward_overflow || m_forward_overflow->size() < m_layers.size())
+    m_forward_overflow =
+        std::make_unique<PinnedBuffer<std::uint32_t>>(std::max<std::size_t>(m_layers.size(), 1));
+  std::uint32_t* overflow_counts = m_forward_overflow->data();
 
   {
     const ScopedTrace scope(tracer, tagged(-1, "embedding"));
@@ -238,8 +242,11 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     const FfnPath path = options.path_of(l);
     const bool keep_gate = options.capture_statistics && path == FfnPath::Dense;
     const bf16* gate_preactivation = nullptr;
-    result.layers[l].overflow_rows = run_ffn(l, path, options.ffn, a.normed.data(), m, a.ffn_out.data(),
-                                             tracer, base_tag, keep_gate ? &gate_preactivation : nullptr);
+    launch_ffn(l, path, options.ffn, a.normed.data(), m, a.ffn_out.data(), tracer, base_tag,
+               keep_gate ? &gate_preactivation : nullptr);
+    // Read after the forward: asking now would hold the host until this layer's gate is done.
+    overflow_counts[l] = 0;
+    if (path == FfnPath::Twell) m_ffn->last_overflow_rows_into(&overflow_counts[l]);
     if (options.capture_statistics)
       result.layers[l].summary =
           summarize_layer(l, gate_preactivation, m, options, tracer, tagged(layer, "statistics"));
@@ -257,6 +264,7 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     result.layers.back().hidden_out = copy_to_host(a.residual.data(), m, d);
   if (options.keep_final_hidden) result.final_hidden = copy_to_host(a.normed.data(), m, d);
   TWELL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (std::size_t l = 0; l < m_layers.size(); ++l) result.layers[l].overflow_rows = overflow_counts[l];
   return result;
 }
 

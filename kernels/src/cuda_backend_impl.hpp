@@ -85,6 +85,10 @@ class CudaBackend final : public Backend {
   std::uint64_t run_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
                         std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
                         const bf16** gate_preactivation);
+  /// run_ffn without reading the overflow count (FfnRunner::last_overflow_rows_into queues it).
+  void launch_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
+                  std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
+                  const bf16** gate_preactivation);
   void prepare_activations(std::int64_t tokens, std::uint32_t batch, std::uint32_t sequence,
                            const ForwardOptions& options, bool with_hook);
   void prepare_rope(std::uint32_t batch, std::uint32_t sequence);
@@ -96,6 +100,8 @@ class CudaBackend final : public Backend {
   DeviceInfo m_info;
   Stream m_stream;
   std::unique_ptr<FfnRunner> m_ffn;
+  /// Each TwELL layer's overflow row count in a forward, read once the forward's stream is done.
+  std::unique_ptr<PinnedBuffer<std::uint32_t>> m_forward_overflow;
   ProjectionGemm m_gemm;
   ActivationStatsCollector m_statistics;
 

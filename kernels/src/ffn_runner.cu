@@ -45,6 +45,15 @@ struct FfnRunner::Impl {
   std::optional<Stream> overflow_stream;
   Event overflow_done{false};
   std::uint64_t last_rows = 0, last_tiles = 0;
+  // After an OverflowRoute::Unbounded call the counts are in flight to counters_host, read when asked.
+  bool counts_pending = false;
+  void read_pending_counts() {
+    if (!counts_pending) return;
+    counters_ready.synchronize();
+    last_rows = counters_host.data()[0];
+    last_tiles = counters_host.data()[1];
+    counts_pending = false;
+  }
   bool tiles_counted = true;
   FfnRunner::SplitConsumer split_policy = FfnRunner::SplitConsumer::Auto;
   bool last_split = false;
@@ -77,6 +86,13 @@ OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t over
   if (requested != OverflowRoute::Sparse) return OverflowRoute::Dense;
   return overflow_rows <= static_cast<std::uint64_t>(kMaxSparseOverflowRows) ? OverflowRoute::Sparse
                                                                              : OverflowRoute::Dense;
+}
+
+// The unbounded route packs the cuBLAS gate's pre-activations, so with it Auto means that gate.
+GateKernel requested_gate_kernel(const TwellKernels& requested) {
+  if (requested.overflow == OverflowRoute::Unbounded && requested.gate == GateKernel::Auto)
+    return GateKernel::CublasPack;
+  return requested.gate;
 }
 
 // Workspace sizes, shared by the allocations and by ffn_workspace_bytes's plan of them.
@@ -138,15 +154,20 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   bytes.dense = 2 * rows * neurons * kBf16;
   if (!request.twell) return bytes;
   const int padded = twell_padded_neurons(request.intermediate);
-  bytes.packed =
-      (packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) + 2 + 2 * rows) * kWord;
-  bytes.overflow_rows = 2 * rows * hidden * kBf16;
+  const bool unbounded = request.kernels.overflow == OverflowRoute::Unbounded;
+  const std::size_t packed_row_words =
+      unbounded ? unbounded_packed_words(rows, padded)
+                : packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2));
+  bytes.packed = (packed_row_words + 2 + 2 * rows) * kWord;
+  if (!unbounded) bytes.overflow_rows = 2 * rows * hidden * kBf16;
   // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
-  if (resolve_gate_kernel(request.kernels.gate, true, device, request.tokens) == GateKernel::CublasPack)
+  if (resolve_gate_kernel(requested_gate_kernel(request.kernels), true, device, request.tokens) ==
+      GateKernel::CublasPack)
     bytes.gate_output = rows * neurons * kBf16;
   const UpDownKernel consumer = resolve_up_down_kernel(request.kernels.up_down, request.hidden);
   if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
+  if (unbounded) return bytes;
   // The split consumer's h, packed's size (planned whether or not the call will be gated).
   if (split_consumer_possible(consumer) && up_down_split_preferred(device, request.tokens))
     bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
@@ -190,6 +211,8 @@ const char* to_string(OverflowRoute route) noexcept {
       return "dense";
     case OverflowRoute::Sparse:
       return "sparse";
+    case OverflowRoute::Unbounded:
+      return "unbounded";
   }
   return "unknown";
 }
@@ -199,7 +222,8 @@ TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
                                    GateKernel::CublasPack};
   constexpr UpDownKernel kConsumers[] = {UpDownKernel::Auto, UpDownKernel::PerTokenCta,
                                          UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp};
-  constexpr OverflowRoute kRoutes[] = {OverflowRoute::Auto, OverflowRoute::Dense, OverflowRoute::Sparse};
+  constexpr OverflowRoute kRoutes[] = {OverflowRoute::Auto, OverflowRoute::Dense, OverflowRoute::Sparse,
+                                       OverflowRoute::Unbounded};
   return {kind_named(request.gate, kGates, "gate kernel"),
           kind_named(request.up_down, kConsumers, "up/down kernel"),
           kind_named(request.overflow, kRoutes, "overflow route")};
@@ -249,12 +273,19 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const bool gated = weights.gate != nullptr;
   const int padded = twell_padded_neurons(weights.intermediate);
   const std::size_t rows = static_cast<std::size_t>(tokens);
-  impl.packed.ensure(packed_words(rows, padded, compression));
+  const bool unbounded = impl.requested.overflow == OverflowRoute::Unbounded;
+  const GateKernel gate = resolve_gate_kernel(requested_gate_kernel(impl.requested), x,
+                                              gated ? weights.gate : weights.up, tokens);
+  if (unbounded && gate != GateKernel::CublasPack)
+    throw Error(Error::Kind::Unsupported,
+                std::string("TwELL FFN: the unbounded overflow route packs the cuBLAS gate's pre-activations "
+                            "(gate kernel cublas_pack or auto), not the ") +
+                    to_string(gate) + " gate kernel's");
+  impl.packed.ensure(unbounded ? unbounded_packed_words(rows, padded)
+                               : packed_words(rows, padded, compression));
   impl.overflow_state.ensure(2 + rows);
   impl.overflow_rows.ensure(rows);
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
-  const GateKernel gate =
-      resolve_gate_kernel(impl.requested.gate, x, gated ? weights.gate : weights.up, tokens);
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
   int gate_cluster_size = 1;
@@ -269,9 +300,16 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
-  impl.last_kernels = {gate, up_down, resolve_overflow_route(impl.requested.overflow, 1)};
-  impl.last_split = gated && !options.highest_precision && impl.split_policy != SplitConsumer::Never &&
-                    split_consumer_possible(up_down) &&
+  if (unbounded && up_down == UpDownKernel::PerTokenWarp)
+    throw Error(Error::Kind::Unsupported,
+                "TwELL FFN: the unbounded overflow route needs a CTA consumer; the one-warp-per-token "
+                "kernel does not read the unbounded layout");
+  impl.last_kernels = {
+      gate, up_down,
+      unbounded ? OverflowRoute::Unbounded : resolve_overflow_route(impl.requested.overflow, 1)};
+  impl.counts_pending = false;
+  impl.last_split = !unbounded && gated && !options.highest_precision &&
+                    impl.split_policy != SplitConsumer::Never && split_consumer_possible(up_down) &&
                     (impl.split_policy == SplitConsumer::Always || up_down_split_preferred(device, tokens));
   if (impl.last_split) impl.h_packed.ensure(packed_words(rows, padded, compression));
   impl.tiles_counted = gate != GateKernel::Sm90;
@@ -306,7 +344,8 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       pack.rows = tokens;
       pack.neurons = neurons;
       pack.pitch = neurons;
-      pack.compression = compression;
+      pack.compression = unbounded ? kTwellUnbounded : compression;
+      pack.counted_compression = unbounded ? compression : 0;
       pack.packed = impl.packed.data();
       pack.overflow = {impl.overflow_state.data(), row_flags, impl.overflow_rows.data()};
       launch_twell_pack_dense(pack, stream);
@@ -333,12 +372,12 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     consume.packed = impl.packed.data();
     consume.up = gated ? weights.up : nullptr;
     consume.down_t = weights.down_t;
-    consume.row_flags = row_flags;
+    consume.row_flags = unbounded ? nullptr : row_flags;  // unbounded: every row is the consumer's
     consume.out = out;
     consume.rows = tokens;
     consume.hidden = weights.hidden;
     consume.padded_neurons = padded;
-    consume.compression = compression;
+    consume.compression = unbounded ? kTwellUnbounded : compression;
     consume.highest_precision = options.highest_precision;
     consume.kernel = up_down;
     if (up_down == UpDownKernel::BalancedCta)
@@ -347,10 +386,11 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     launch_twell_up_down(consume, stream);
   }
 
-  // The consumer is queued behind the gate kernel; waiting for the counters only costs host time.
-  impl.counters_ready.synchronize();
-  impl.last_rows = impl.counters_host.data()[0];
-  impl.last_tiles = impl.counters_host.data()[1];
+  // The consumer is queued behind the gate kernel; waiting for the counters only costs host time,
+  // and the unbounded route, with nothing to recompute, does not wait at all.
+  impl.counts_pending = true;
+  if (unbounded) return;
+  impl.read_pending_counts();
   if (impl.last_rows == 0) return;
 
   const OverflowRoute route = resolve_overflow_route(impl.requested.overflow, impl.last_rows);
@@ -425,11 +465,23 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
 }
 
 std::uint64_t FfnRunner::last_overflow_rows() const {
+  m_impl->read_pending_counts();
   return m_impl->last_rows;
+}
+
+void FfnRunner::last_overflow_rows_into(std::uint32_t* pinned_host) const {
+  const Impl& impl = *m_impl;
+  if (!impl.counts_pending) {
+    *pinned_host = static_cast<std::uint32_t>(impl.last_rows);
+    return;
+  }
+  TWELL_CUDA_CHECK(cudaMemcpyAsync(pinned_host, impl.overflow_state.data(), sizeof(std::uint32_t),
+                                   cudaMemcpyDeviceToHost, impl.stream));
 }
 
 std::optional<std::uint64_t> FfnRunner::last_overflow_tiles() const {
   if (!m_impl->tiles_counted) return std::nullopt;
+  m_impl->read_pending_counts();
   return m_impl->last_tiles;
 }
 
@@ -450,7 +502,7 @@ bool FfnRunner::last_up_down_split() const {
 }
 
 std::vector<std::uint32_t> FfnRunner::last_overflow_row_indices() {
-  std::vector<std::uint32_t> rows(m_impl->last_rows);
+  std::vector<std::uint32_t> rows(last_overflow_rows());
   if (!rows.empty()) {
     m_impl->overflow_rows.copy_to_host(rows.data(), rows.size(), m_impl->stream);
   }

@@ -4,6 +4,7 @@
 // order without atomics; the words past the count are zeroed so the output is deterministic.
 #include <cuda_bf16.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,7 @@ struct PackDenseParams {
   TwellOverflowState overflow;
   long long pitch;
   int rows, neurons, tiles, slots, words_per_row;
+  int counted_capacity;  // a tile with more entries is counted in `overflow`; INT_MAX: none is
 };
 
 // kVectorised: every row starts 16-byte aligned and the tile's 8 values of a lane are one 16-byte load.
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) twell_pack_dense_kernel(c
     else if (word > stored)
       words[word] = 0u;
   }
-  if (lane == 0 && total > capacity) {  // never in the unbounded layout (capacity 511)
+  if (lane == 0 && total > p.counted_capacity) {
     atomicAdd(&p.overflow.counters[1], 1u);
     if (atomicExch(&p.overflow.row_flags[row], 1u) == 0u)
       p.overflow.row_list[atomicAdd(&p.overflow.counters[0], 1u)] = static_cast<std::uint32_t>(row);
@@ -107,8 +109,13 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
     throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: compression factor " +
                                               std::to_string(args.compression) +
                                               " is not 8, 4, 2 or unbounded");
+  const bool counted = !unbounded || args.counted_compression != 0;
+  if (unbounded && counted &&
+      (args.counted_compression == kTwellUnbounded || !twell_layout_supported(args.counted_compression)))
+    throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: overflow counted at factor " +
+                                              std::to_string(args.counted_compression) + ", not 8, 4 or 2");
   if (!args.preactivations || !args.packed ||
-      (!unbounded && (!args.overflow.counters || !args.overflow.row_flags || !args.overflow.row_list)))
+      (counted && (!args.overflow.counters || !args.overflow.row_flags || !args.overflow.row_list)))
     invalid("a device pointer is null");
 
   PackDenseParams params;
@@ -122,6 +129,13 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
   params.tiles = twell_padded_neurons(args.neurons) / kTileWidth;
   params.slots = static_cast<int>(twell_slots_per_tile(args.compression));
   params.words_per_row = params.tiles * params.slots;
+  // One word of a tile holds its count (capacity = slots - 1); the unbounded layout's 511 exceeds
+  // any tile's 256 columns, so there only a counted factor can flag one.
+  params.counted_capacity =
+      !counted
+          ? INT_MAX
+          : static_cast<int>(twell_slots_per_tile(unbounded ? args.counted_compression : args.compression)) -
+                1;
   const long long items = static_cast<long long>(args.rows) * params.tiles;
   const unsigned blocks = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const bool vectorised =

@@ -89,7 +89,7 @@ void add_options(CLI::App& app, Settings& s) {
       ->check(CLI::IsMember({"auto", "never", "always"}));
   app.add_option("--variants", s.variants,
                  "TwELL kernels timed besides Auto: "
-                 "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse}], "
+                 "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse,unbounded}], "
                  "the last the route of overflowing rows (default: every gate and consumer that run here)")
       ->delimiter(',');
 }
@@ -233,6 +233,8 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
     kernels.overflow = twell::cuda::OverflowRoute::Dense;
   else if (overflow == "sparse")
     kernels.overflow = twell::cuda::OverflowRoute::Sparse;
+  else if (overflow == "unbounded")
+    kernels.overflow = twell::cuda::OverflowRoute::Unbounded;
   else if (!overflow.empty())
     throw twell::Error(twell::Error::Kind::InvalidInput,
                        "--variants: unknown overflow route '" + overflow + "'");

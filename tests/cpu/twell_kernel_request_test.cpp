@@ -34,6 +34,8 @@ TEST(TwellKernelRequest, PartsLeftOutAreAuto) {
             (TwellKernelRequest{"auto", "balanced_cta", "sparse"}));
   EXPECT_EQ(parse_twell_kernel_request("portable/per_token_cta/dense"),
             (TwellKernelRequest{"portable", "per_token_cta", "dense"}));
+  EXPECT_EQ(parse_twell_kernel_request("cublas_pack/auto/unbounded"),
+            (TwellKernelRequest{"cublas_pack", "auto", "unbounded"}));
 }
 
 TEST(TwellKernelRequest, TheCanonicalTextReadsBackTheSame) {
@@ -54,7 +56,8 @@ TEST(TwellKernelRequest, UnknownNamesAndExtraPartsAreRefusedWithTheChoices) {
             "TwELL kernels: \"cta\" is not an up/down kernel (one of auto, per_token_cta, balanced_cta, "
             "per_token_warp)");
   EXPECT_EQ(parse_error("sm90/auto/drop"),
-            "TwELL kernels: \"drop\" is not a route for overflowing rows (one of auto, dense, sparse)");
+            "TwELL kernels: \"drop\" is not a route for overflowing rows (one of auto, dense, sparse, "
+            "unbounded)");
   EXPECT_NE(parse_error("sm90/auto/auto/auto").find("more than three parts"), std::string::npos);
   EXPECT_NE(parse_error("").find("\"\" is not a gate kernel"), std::string::npos);
   EXPECT_NE(parse_error("sm90/").find("\"\" is not an up/down kernel"), std::string::npos);

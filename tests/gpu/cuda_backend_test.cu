@@ -29,6 +29,7 @@
 #include "twell/reference_ffn.hpp"
 #include "twell/reference_forward.hpp"
 #include "twell/tokens.hpp"
+#include "twell/twell_kernel_request.hpp"
 
 namespace twell {
 namespace {
@@ -191,6 +192,40 @@ TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {
     EXPECT_GT(m.cosine, 0.999);
   }
   EXPECT_THROW(backend->compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell), Error);
+}
+
+// A forward reads its TwELL layers' overflow counts only once it is done (the unbounded route does
+// not hold the host per layer): each must still be the count of that layer's FFN on that layer's
+// input, which the hook's run of the same kernels on the same input returns at once.
+TEST(CudaBackend, ForwardKeepsEachTwellLayersOverflowCount) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+  auto backend = cuda::make_cuda_backend(0);
+  backend->load(checkpoint);
+  const TokenBatch tokens =
+      random_tokens(2, 96, static_cast<std::uint32_t>(checkpoint.config().vocab_size), 11);
+  std::vector<Matrix> final_hidden;
+  for (const char* kernels : {"cublas_pack/auto/dense", "cublas_pack/auto/unbounded"}) {
+    SCOPED_TRACE(kernels);
+    ForwardOptions options;
+    options.ffn_path = FfnPath::Twell;
+    options.ffn.twell_kernels = parse_twell_kernel_request(kernels);
+    options.keep_final_hidden = true;
+    std::vector<std::uint64_t> hook_counts;
+    auto hook = [&](std::size_t layer) {
+      hook_counts.push_back(backend->run_layer_ffn(layer, FfnPath::Twell, options.ffn, nullptr, TraceTag{}));
+    };
+    const ForwardResult result = backend->forward(tokens, options, nullptr, TraceTag{}, hook);
+    ASSERT_EQ(hook_counts.size(), result.layers.size());
+    std::uint64_t total = 0;
+    for (std::size_t l = 0; l < result.layers.size(); ++l) {
+      EXPECT_EQ(result.layers[l].overflow_rows, hook_counts[l]) << "layer " << l;
+      total += hook_counts[l];
+    }
+    EXPECT_GT(total, 0u);  // the tiny model's rows overflow C = 8: the counts are not all zero
+    final_hidden.push_back(result.final_hidden);
+  }
+  EXPECT_GE(cosine(final_hidden[0], final_hidden[1]), 0.999);
 }
 
 TEST(CudaBackend, StatesTheBreakEvenItsDispatchApplies) {

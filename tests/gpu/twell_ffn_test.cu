@@ -81,6 +81,9 @@ std::vector<cuda::TwellKernels> kernel_combinations(int hidden) {
   // with the consumer Auto runs.
   for (auto gate : gates)
     combinations.push_back({gate, cuda::UpDownKernel::BalancedCta, cuda::OverflowRoute::Sparse});
+  // No overflow at all: every row in the unbounded layout, behind the cuBLAS gate, either CTA consumer.
+  for (auto consumer : {cuda::UpDownKernel::PerTokenCta, cuda::UpDownKernel::BalancedCta})
+    combinations.push_back({cuda::GateKernel::CublasPack, consumer, cuda::OverflowRoute::Unbounded});
   return combinations;
 }
 
@@ -152,7 +155,9 @@ TEST_P(TwellFfn, MatchesFp32ReferenceForEveryCompression) {
         ASSERT_LE(reference_pack.overflow_rows.size(),
                   static_cast<std::size_t>(cuda::kMaxSparseOverflowRows));
         EXPECT_EQ(runner.last_twell_kernels().overflow, kernels.overflow);
-        const bool sparse_overflow = kernels.overflow == cuda::OverflowRoute::Sparse;
+        // Both routes consume the rows over capacity as TwELL rows, whole.
+        const bool sparse_overflow = kernels.overflow == cuda::OverflowRoute::Sparse ||
+                                     kernels.overflow == cuda::OverflowRoute::Unbounded;
         if (kernels.gate != cuda::GateKernel::Sm90) {
           EXPECT_EQ(runner.last_overflow_tiles(),
                     std::optional<std::uint64_t>(reference_pack.overflow_tiles));
@@ -204,6 +209,18 @@ INSTANTIATE_TEST_SUITE_P(
                       FfnCase{77, 64, 172, 0.05, 0.05, false}, FfnCase{129, 1024, 2816, 0.02, 0.05, false},
                       FfnCase{77, 2048, 5632, 0.02, 0.05, false}));
 
+// N 512 at 5 % density, with a fraction of the tokens firing at 40 %: those overflow C = 8.
+ControlledFfn problem_with_heavy_rows(std::size_t tokens, std::size_t hidden, double heavy_fraction) {
+  ControlledFfnOptions options;
+  options.tokens = tokens;
+  options.hidden = hidden;
+  options.intermediate = 512;
+  options.density = 0.05;
+  options.heavy_row_fraction = heavy_fraction;
+  options.heavy_row_density = 0.4;
+  return make_controlled_ffn(options);
+}
+
 // Records which ops the runner tagged.
 class RecordingTracer : public Tracer {
  public:
@@ -216,14 +233,7 @@ class RecordingTracer : public Tracer {
 
 TEST(TwellFfnRunner, TagsEachLaunchGroup) {
   TWELL_REQUIRE_CUDA_DEVICE();
-  ControlledFfnOptions options;
-  options.tokens = 64;
-  options.hidden = 128;
-  options.intermediate = 512;
-  options.density = 0.05;
-  options.heavy_row_fraction = 0.1;
-  options.heavy_row_density = 0.4;
-  const ControlledFfn problem = make_controlled_ffn(options);
+  const ControlledFfn problem = problem_with_heavy_rows(64, 128, 0.1);
   const DeviceFfn device(problem);
   const auto x = upload_bf16(problem.x);
   auto out = poisoned_bf16(64 * 128);
@@ -239,16 +249,75 @@ TEST(TwellFfnRunner, TagsEachLaunchGroup) {
   EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_up", "act_mul", "down"}));
 }
 
+// The unbounded route recomputes nothing, so it tags no overflow group, yet it counts the rows over
+// C's capacity: when asked (after the gate), and queued into host memory for a forward.
+TEST(TwellFfnRunner, TheUnboundedRouteRecomputesNothingAndStillCountsTheRowsOverCapacity) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const ControlledFfn problem =
+      problem_with_heavy_rows(300, 128, 0.6);  // more rows over C = 8 than the sparse route would take
+  const DeviceFfn device(problem);
+  reference::FfnWeights weights{&problem.gate, &problem.up, &problem.down, &problem.down_t};
+  Matrix preactivation;
+  const Matrix fp32 =
+      reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32, &preactivation);
+  const TwellPacked at_c8 = twell_pack(preactivation.data.data(), 300, 512, 8);
+  ASSERT_GT(at_c8.overflow_rows.size(), static_cast<std::size_t>(cuda::kMaxSparseOverflowRows) / 2);
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(300 * 128);
+  cuda::Stream stream;
+  cuda::FfnRunner runner(stream.get());
+  runner.set_twell_kernels(
+      {cuda::GateKernel::Auto, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Unbounded});
+  RecordingTracer tracer;
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), &tracer, TraceTag{});
+  EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_pack", "up_down"}));
+  cuda::PinnedBuffer<std::uint32_t> queued(1);
+  queued.data()[0] = 0xdeadbeefu;
+  runner.last_overflow_rows_into(queued.data());
+  EXPECT_EQ(runner.last_twell_kernels().gate, cuda::GateKernel::CublasPack);  // Auto: the gate it needs
+  EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Unbounded);
+  EXPECT_EQ(runner.last_overflow_rows(), at_c8.overflow_rows.size());
+  EXPECT_EQ(runner.last_overflow_tiles(), std::optional<std::uint64_t>(at_c8.overflow_tiles));
+  EXPECT_EQ(runner.last_overflow_row_indices(), at_c8.overflow_rows);
+  TWELL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  EXPECT_EQ(queued.data()[0], at_c8.overflow_rows.size());
+  const ErrorMetrics error = compare_outputs(fp32, download_bf16(out.data(), 300, 128));
+  EXPECT_LE(error.rel_frobenius, 2e-2);
+  EXPECT_GE(error.cosine, 0.999);
+
+  // A bounded route's count is known when twell() returns: queued at once.
+  runner.set_twell_kernels(
+      {cuda::GateKernel::CublasPack, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Dense});
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), nullptr, TraceTag{});
+  queued.data()[0] = 0xdeadbeefu;
+  runner.last_overflow_rows_into(queued.data());
+  EXPECT_EQ(queued.data()[0], at_c8.overflow_rows.size());
+
+  // It packs the cuBLAS gate's pre-activations, and only a CTA consumer reads the unbounded layout.
+  int ordinal = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
+  std::vector<cuda::TwellKernels> refused = {
+      {cuda::GateKernel::Portable, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Unbounded},
+      {cuda::GateKernel::CublasPack, cuda::UpDownKernel::PerTokenWarp, cuda::OverflowRoute::Unbounded}};
+  if (cuda::gate_kernel_sm90_available(ordinal))
+    refused.push_back({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Unbounded});
+  for (const cuda::TwellKernels& kernels : refused) {
+    SCOPED_TRACE(describe(kernels));
+    runner.set_twell_kernels(kernels);
+    try {
+      runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), nullptr, TraceTag{});
+      ADD_FAILURE() << "ran";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::Unsupported);
+      EXPECT_NE(std::string(e.what()).find("unbounded"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(TwellFfnRunner, TheSparseOverflowRouteTagsItsOwnGroupAndLeavesManyRowsToTheDenseOne) {
   TWELL_REQUIRE_CUDA_DEVICE();
-  ControlledFfnOptions options;
-  options.tokens = 600;
-  options.hidden = 128;
-  options.intermediate = 512;
-  options.density = 0.05;
-  options.heavy_row_fraction = 0.6;  // about 360 overflowing rows: more than the sparse route takes
-  options.heavy_row_density = 0.4;
-  const ControlledFfn problem = make_controlled_ffn(options);
+  const ControlledFfn problem =
+      problem_with_heavy_rows(600, 128, 0.6);  // about 360 overflowing rows: more than the sparse route takes
   const DeviceFfn device(problem);
   reference::FfnWeights weights{&problem.gate, &problem.up, &problem.down, &problem.down_t};
   const Matrix fp32 = reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32);
@@ -288,14 +357,8 @@ TEST(TwellFfnRunner, TheSparseOverflowRouteTagsItsOwnGroupAndLeavesManyRowsToThe
 // takes it, the sparse route) and past the sparse route's row limit.
 TEST(TwellFfnRunner, AllocatesNoMoreThanItsWorkspacePlan) {
   TWELL_REQUIRE_CUDA_DEVICE();
-  ControlledFfnOptions options;
-  options.tokens = 600;
-  options.hidden = 256;
-  options.intermediate = 512;
-  options.density = 0.05;
-  options.heavy_row_fraction = 0.6;  // rows that overflow C = 8: the overflow workspaces are used
-  options.heavy_row_density = 0.4;
-  const ControlledFfn problem = make_controlled_ffn(options);
+  const ControlledFfn problem =
+      problem_with_heavy_rows(600, 256, 0.6);  // rows that overflow C = 8: the overflow workspaces are used
   const DeviceFfn device(problem);
   const auto x = upload_bf16(problem.x);
   auto out = poisoned_bf16(600 * 256);
@@ -305,7 +368,8 @@ TEST(TwellFfnRunner, AllocatesNoMoreThanItsWorkspacePlan) {
       {},
       {cuda::GateKernel::CublasPack, cuda::UpDownKernel::BalancedCta, cuda::OverflowRoute::Sparse},
       {cuda::GateKernel::Portable, cuda::UpDownKernel::PerTokenCta, cuda::OverflowRoute::Sparse},
-      {cuda::GateKernel::Portable, cuda::UpDownKernel::PerTokenWarp, cuda::OverflowRoute::Dense}};
+      {cuda::GateKernel::Portable, cuda::UpDownKernel::PerTokenWarp, cuda::OverflowRoute::Dense},
+      {cuda::GateKernel::Auto, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Unbounded}};
   if (cuda::gate_kernel_sm90_available(ordinal))
     combinations.push_back({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Sparse});
   for (const cuda::TwellKernels& kernels : combinations) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The pack pass of GateKernel::CublasPack against core's twell_pack on the same bf16 values: every
 // word exact (ascending columns, count clamped, zeros past it), overflowing rows listed and tiles
-// counted, for every compression and the unbounded layout, ragged N, a row pitch wider than N,
-// unaligned rows, and rows picked through a list.
+// counted, for every compression and the unbounded layout (with or without counting the rows over a
+// factor's capacity), ragged N, a row pitch wider than N, unaligned rows, and rows picked through a list.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -29,12 +29,14 @@ struct PackDenseCase {
   double heavy_row_fraction;      // rows where half the values are positive: they overflow every tile
   int offset_elements;            // where the matrix starts in its buffer: 1 breaks the 16-byte alignment
   bool through_row_list = false;  // pack every other row, last first, through source_rows
+  std::uint32_t counted_compression = 0;  // unbounded layout: count overflow against this C's capacity
 };
 
 std::string describe(const PackDenseCase& c) {
   return "rows " + std::to_string(c.rows) + ", N " + std::to_string(c.neurons) + ", pitch " +
          std::to_string(c.pitch) + ", C " + std::to_string(c.compression) + ", offset " +
-         std::to_string(c.offset_elements) + (c.through_row_list ? ", through a row list" : "");
+         std::to_string(c.offset_elements) + (c.through_row_list ? ", through a row list" : "") +
+         (c.counted_compression ? ", counted at C " + std::to_string(c.counted_compression) : "");
 }
 
 class TwellPackDense : public ::testing::TestWithParam<PackDenseCase> {};
@@ -70,9 +72,15 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
   for (std::uint32_t r : source_rows)
     selected.insert(selected.end(), dense.begin() + static_cast<std::ptrdiff_t>(r) * c.neurons,
                     dense.begin() + static_cast<std::ptrdiff_t>(r + 1) * c.neurons);
-  const TwellPacked reference =
-      twell_pack(c.through_row_list ? selected.data() : dense.data(), static_cast<std::uint32_t>(packed_rows),
-                 static_cast<std::uint32_t>(c.neurons), c.compression);
+  const float* packed_values = c.through_row_list ? selected.data() : dense.data();
+  const TwellPacked reference = twell_pack(packed_values, static_cast<std::uint32_t>(packed_rows),
+                                           static_cast<std::uint32_t>(c.neurons), c.compression);
+  // The words come from the layout packed; the counts, in the unbounded layout with a counted factor,
+  // from that factor's packing of the same values.
+  const TwellPacked counted = c.counted_compression == 0
+                                  ? reference
+                                  : twell_pack(packed_values, static_cast<std::uint32_t>(packed_rows),
+                                               static_cast<std::uint32_t>(c.neurons), c.counted_compression);
 
   cuda::DeviceBuffer<__nv_bfloat16> matrix(bits.size());
   TWELL_CUDA_CHECK(cudaMemcpy(matrix.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
@@ -90,6 +98,7 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
   args.neurons = c.neurons;
   args.pitch = c.pitch;
   args.compression = c.compression;
+  args.counted_compression = c.counted_compression;
   args.packed = packed.data();
   args.overflow = {state.data(), state.data() + 2, list.data()};
   cuda::launch_twell_pack_dense(args, nullptr);
@@ -100,37 +109,37 @@ TEST_P(TwellPackDense, MatchesTheReferencePackingWordForWord) {
   EXPECT_EQ(words, reference.words);
   std::vector<std::uint32_t> counters(2 + packed_rows);
   TWELL_CUDA_CHECK(cudaMemcpy(counters.data(), state.data(), state.bytes(), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(counters[1], reference.overflow_tiles);
-  ASSERT_EQ(counters[0], reference.overflow_rows.size());
+  EXPECT_EQ(counters[1], counted.overflow_tiles);
+  ASSERT_EQ(counters[0], counted.overflow_rows.size());
   std::vector<std::uint32_t> rows(counters[0]);
   if (!rows.empty())
     TWELL_CUDA_CHECK(cudaMemcpy(rows.data(), list.data(), rows.size() * 4, cudaMemcpyDeviceToHost));
   std::sort(rows.begin(), rows.end());
-  EXPECT_EQ(rows, reference.overflow_rows);
+  EXPECT_EQ(rows, counted.overflow_rows);
   for (int r = 0; r < packed_rows; ++r)
     EXPECT_EQ(counters[2 + r] != 0,
-              std::binary_search(reference.overflow_rows.begin(), reference.overflow_rows.end(),
+              std::binary_search(counted.overflow_rows.begin(), counted.overflow_rows.end(),
                                  static_cast<std::uint32_t>(r)))
         << "row flag " << r;
-  if (c.heavy_row_fraction > 0 && c.compression != kTwellUnbounded)
-    EXPECT_FALSE(reference.overflow_rows.empty());
+  if (c.heavy_row_fraction > 0 && (c.compression != kTwellUnbounded || c.counted_compression != 0))
+    EXPECT_FALSE(counted.overflow_rows.empty());
   if (c.compression == kTwellUnbounded) EXPECT_TRUE(reference.overflow_rows.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, TwellPackDense,
-                         ::testing::Values(PackDenseCase{1, 256, 256, 8, 0.05, 0, 0},
-                                           PackDenseCase{64, 5632, 5632, 8, 0.02, 0.05, 0},
-                                           PackDenseCase{77, 5632, 5632, 4, 0.05, 0.05, 0},
-                                           PackDenseCase{33, 5632, 5632, 2, 0.3, 0.1, 0},
-                                           PackDenseCase{100, 172, 172, 8, 0.1, 0.05, 0},
-                                           PackDenseCase{100, 1000, 1008, 8, 0.05, 0.05, 0},
-                                           PackDenseCase{50, 768, 768, 4, 0.05, 0.1, 1},
-                                           PackDenseCase{9, 65536, 65536, 8, 0.01, 0.2, 0},
-                                           PackDenseCase{300, 2816, 2824, 2, 0.2, 0, 0},
-                                           PackDenseCase{77, 5632, 5632, 8, 0.02, 0.1, 0, true},
-                                           PackDenseCase{40, 5632, 5632, kTwellUnbounded, 0.05, 0.3, 0},
-                                           PackDenseCase{31, 1000, 1008, kTwellUnbounded, 1.0, 0, 0, true},
-                                           PackDenseCase{20, 768, 768, kTwellUnbounded, 0.5, 0, 1, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TwellPackDense,
+    ::testing::Values(
+        PackDenseCase{1, 256, 256, 8, 0.05, 0, 0}, PackDenseCase{64, 5632, 5632, 8, 0.02, 0.05, 0},
+        PackDenseCase{77, 5632, 5632, 4, 0.05, 0.05, 0}, PackDenseCase{33, 5632, 5632, 2, 0.3, 0.1, 0},
+        PackDenseCase{100, 172, 172, 8, 0.1, 0.05, 0}, PackDenseCase{100, 1000, 1008, 8, 0.05, 0.05, 0},
+        PackDenseCase{50, 768, 768, 4, 0.05, 0.1, 1}, PackDenseCase{9, 65536, 65536, 8, 0.01, 0.2, 0},
+        PackDenseCase{300, 2816, 2824, 2, 0.2, 0, 0}, PackDenseCase{77, 5632, 5632, 8, 0.02, 0.1, 0, true},
+        PackDenseCase{40, 5632, 5632, kTwellUnbounded, 0.05, 0.3, 0},
+        PackDenseCase{31, 1000, 1008, kTwellUnbounded, 1.0, 0, 0, true},
+        PackDenseCase{20, 768, 768, kTwellUnbounded, 0.5, 0, 1, true},
+        PackDenseCase{40, 5632, 5632, kTwellUnbounded, 0.05, 0.3, 0, false, 8},
+        PackDenseCase{61, 1000, 1008, kTwellUnbounded, 0.05, 0.2, 1, true, 4},
+        PackDenseCase{33, 5632, 5632, kTwellUnbounded, 0.3, 0.1, 0, false, 2}));
 
 TEST(TwellPackDenseArguments, AreValidatedBeforeAnythingRuns) {
   TWELL_REQUIRE_CUDA_DEVICE();
@@ -172,6 +181,16 @@ TEST(TwellPackDenseArguments, AreValidatedBeforeAnythingRuns) {
   bad = unbounded;
   bad.compression = 1;
   EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  // Counting against a factor needs the overflow state, and a factor with a capacity.
+  bad = unbounded;
+  bad.counted_compression = 8;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad.overflow = args.overflow;
+  bad.counted_compression = 3;
+  EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);
+  bad.counted_compression = 8;
+  cuda::launch_twell_pack_dense(bad, nullptr);
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
   bad = args;
   bad.overflow = {};
   EXPECT_THROW(cuda::launch_twell_pack_dense(bad, nullptr), Error);

@@ -38,9 +38,11 @@ struct FfnOptions {
 };
 
 struct LayerCapture {
-  ActivationSummary summary;        ///< from the gate's ReLU mask
-  Matrix hidden_out;                ///< residual stream after the layer, if keep_layer_hidden
-  std::uint64_t overflow_rows = 0;  ///< rows that overflowed a TwELL tile (TwELL path), recomputed apart
+  ActivationSummary summary;  ///< from the gate's ReLU mask
+  Matrix hidden_out;          ///< residual stream after the layer, if keep_layer_hidden
+  /// Rows that overflowed a TwELL tile (TwELL path), recomputed apart. A backend may read it only
+  /// after the forward, so ForwardOptions::on_layer_done can see it still 0.
+  std::uint64_t overflow_rows = 0;
 };
 
 struct ForwardOptions {

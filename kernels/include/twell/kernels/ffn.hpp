@@ -42,18 +42,22 @@ const char* to_string(GateKernel kernel) noexcept;  ///< "auto", "portable", "sm
 /// carries sm_90a machine code (probed once per device).
 bool gate_kernel_sm90_available(int device);
 
-/// What FfnRunner::twell does with the rows whose tiles overflowed capacity. Both run on a
-/// high-priority side stream beside the consumer (which skips those rows), joined back before the
-/// FFN returns.
+/// What FfnRunner::twell does with the rows whose tiles overflowed capacity. Dense and Sparse run on
+/// a high-priority side stream beside the consumer (which skips those rows), joined back before the
+/// FFN returns; the host waits for the gate's counters to size them.
 enum class OverflowRoute {
-  Auto,   ///< Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
-  Dense,  ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
-  Sparse  ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
-          ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
-          ///< overflows, and consumed by the balanced consumer: up and down rows are read only where a
-          ///< row is live. Up to kMaxSparseOverflowRows rows; more run Dense.
+  Auto,      ///< Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
+  Dense,     ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
+  Sparse,    ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
+             ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
+             ///< overflows, and consumed by the balanced consumer: up and down rows are read only where a
+             ///< row is live. Up to kMaxSparseOverflowRows rows; more run Dense.
+  Unbounded  ///< no row overflows: every row is packed in the unbounded layout from the cuBLAS gate's
+             ///< pre-activations and one CTA consumer reads all its entries, so nothing is recomputed
+             ///< and the host waits for nothing. Runs behind GateKernel::CublasPack only (Auto gate
+             ///< takes it) and a CTA consumer; no split form. Rows over C's capacity are still counted.
 };
-const char* to_string(OverflowRoute route) noexcept;  ///< "auto", "dense", "sparse"
+const char* to_string(OverflowRoute route) noexcept;  ///< "auto", "dense", "sparse", "unbounded"
 
 /// The most overflowing rows the sparse route takes in one call: its workspace is about 64 KiB a row
 /// at D 2048, N 5632, and its time grows with every row's non-zeros, where the dense GEMMs over a
@@ -115,10 +119,10 @@ class FfnRunner {
   /// TwELL: gate GEMM with the ReLU + pack epilogue, then the fused up/down consumer; rows whose
   /// tiles overflowed capacity take the OverflowRoute of set_twell_kernels. Tagged gate_pack /
   /// up_down, then overflow_dense or overflow_sparse where a row overflowed.
-  /// The overflow row count is read back before the call returns: last_overflow_rows().
   /// The activation is always ReLU (TwELL's packing predicate). Non-gated when weights.gate is null.
-  /// The host waits for the gate kernel (not for the consumer, which keeps the GPU busy meanwhile)
-  /// to size the dense recomputation of overflowing rows, so a call cannot be stream-captured.
+  /// Except under OverflowRoute::Unbounded, the host waits for the gate kernel (not for the
+  /// consumer, which keeps the GPU busy meanwhile) to size the recomputation of overflowing rows, so
+  /// a call cannot be stream-captured; the count is then known: last_overflow_rows().
   void twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x, int tokens,
              __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag);
 
@@ -137,20 +141,26 @@ class FfnRunner {
   /// Whether the last twell() call ran the split form.
   bool last_up_down_split() const;
 
-  /// Rows recomputed densely by the last twell() call. twell() read the count before returning, so
-  /// this does not synchronise: a forward queues its next layer while the consumer still runs
-  /// (waiting here for the stream left the device idle while each next layer was launched).
+  /// Rows of the last twell() call with a tile over C's capacity: recomputed apart, or under
+  /// OverflowRoute::Unbounded consumed whole. The bounded routes read the count before twell()
+  /// returned, so this does not synchronise there: a forward queues its next layer while the
+  /// consumer still runs. After an Unbounded call it waits for the gate's counters.
   std::uint64_t last_overflow_rows() const;
+  /// Queues, on the runner's stream, last_overflow_rows()'s count into `pinned_host` (cudaMallocHost
+  /// memory), readable once the stream has passed this point; where the count is known already it is
+  /// written at once. A forward keeps every layer's count this way without waiting per layer.
+  void last_overflow_rows_into(std::uint32_t* pinned_host) const;
   /// (row, tile) pairs of the last twell() call that had more non-zeros than capacity; empty when the
   /// gate kernel that ran only flags rows (the Hopper kernel clamps counts without counting tiles).
-  /// Known when twell() returns, as the row count is.
+  /// Known when the row count is.
   std::optional<std::uint64_t> last_overflow_tiles() const;
-  /// The rows recomputed densely by the last twell() call, ascending (synchronises; tests).
+  /// The rows last_overflow_rows() counts, ascending (synchronises; tests).
   std::vector<std::uint32_t> last_overflow_row_indices();
 
-  /// The packed TwELL buffer of the last twell() call: [M, N_padded / C] uint32 (tests). Count
-  /// words are clamped to capacity. Words past a tile's count are zero from the portable gate kernel
-  /// and unspecified from the Hopper one (what its staging buffer held; TWELL_SPEC §2.1).
+  /// The packed TwELL buffer of the last twell() call: [M, N_padded / C] uint32, or the unbounded
+  /// layout after an OverflowRoute::Unbounded call (tests). Count words are clamped to capacity. Words past a
+  /// tile's count are zero from the portable gate kernel and unspecified from the Hopper one (what its
+  /// staging buffer held; TWELL_SPEC §2.1).
   const std::uint32_t* last_packed() const;
 
   cudaStream_t stream() const;

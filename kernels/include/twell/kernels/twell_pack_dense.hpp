@@ -21,8 +21,12 @@ struct PackDenseArgs {
   int pitch = 0;                    ///< elements between rows, >= neurons
   std::uint32_t compression = 8;    ///< C in {8, 4, 2}, or kTwellUnbounded
   std::uint32_t* packed = nullptr;  ///< [rows, tiles * twell_slots_per_tile(C)]
-  /// Zeroed by the caller; rows and tiles counted. Unused (may be null) in the unbounded layout,
-  /// where no tile overflows.
+  /// In the unbounded layout, where no tile overflows: the factor C (8, 4 or 2) whose capacity the
+  /// rows and tiles are counted against in `overflow`, all entries still stored; 0 counts nothing.
+  /// Ignored in the bounded layouts, which count against their own capacity.
+  std::uint32_t counted_compression = 0;
+  /// Zeroed by the caller; rows and tiles counted. Unused (may be null) in the unbounded layout
+  /// unless counted_compression is set.
   TwellOverflowState overflow;
 };
 

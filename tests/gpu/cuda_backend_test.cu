@@ -226,6 +226,24 @@ TEST(CudaBackend, ForwardKeepsEachTwellLayersOverflowCount) {
     final_hidden.push_back(result.final_hidden);
   }
   EXPECT_GE(cosine(final_hidden[0], final_hidden[1]), 0.999);
+
+  // Kernels the unbounded route cannot run behind are refused before anything runs.
+  for (const char* accepted : {"auto/auto/unbounded", "cublas_pack/balanced_cta/unbounded"}) {
+    FfnOptions options;
+    options.twell_kernels = parse_twell_kernel_request(accepted);
+    EXPECT_NO_THROW(backend->check_ffn_options(options)) << accepted;
+  }
+  for (const char* refused :
+       {"portable/auto/unbounded", "sm90/auto/unbounded", "auto/per_token_warp/unbounded"}) {
+    FfnOptions options;
+    options.twell_kernels = parse_twell_kernel_request(refused);
+    try {
+      backend->check_ffn_options(options);
+      ADD_FAILURE() << refused << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the unbounded overflow route"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CudaBackend, StatesTheBreakEvenItsDispatchApplies) {

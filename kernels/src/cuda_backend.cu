@@ -182,16 +182,8 @@ void CudaBackend::check_ffn_options(const FfnOptions& options) const {
   require_loaded("check_ffn_options");
   const TwellKernels kernels = twell_kernels_from_request(options.twell_kernels);
   const std::string requested = "TwELL kernels " + to_string(options.twell_kernels) + ": ";
-  if (kernels.overflow == OverflowRoute::Unbounded) {
-    if (kernels.gate != GateKernel::Auto && kernels.gate != GateKernel::CublasPack)
-      throw Error(Error::Kind::Unsupported, requested +
-                                                "the unbounded overflow route packs the cuBLAS gate's "
-                                                "pre-activations, so its gate is cublas_pack or auto");
-    if (kernels.up_down == UpDownKernel::PerTokenWarp)
-      throw Error(Error::Kind::Unsupported, requested +
-                                                "the unbounded overflow route needs a CTA consumer "
-                                                "(per_token_cta, balanced_cta or auto)");
-  }
+  if (const std::string refusal = unbounded_route_refusal(kernels); !refusal.empty())
+    throw Error(Error::Kind::Unsupported, requested + refusal);
   if (kernels.gate == GateKernel::Sm90 && !gate_kernel_sm90_available(m_device))
     throw Error(Error::Kind::Unsupported, requested +
                                               "the sm90 gate needs compute capability 9.0 and an "

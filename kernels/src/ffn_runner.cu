@@ -229,6 +229,19 @@ TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
           kind_named(request.overflow, kRoutes, "overflow route")};
 }
 
+std::string unbounded_route_refusal(const TwellKernels& requested) {
+  if (requested.overflow != OverflowRoute::Unbounded) return {};
+  if (requested.gate != GateKernel::Auto && requested.gate != GateKernel::CublasPack)
+    return std::string(
+               "the unbounded overflow route packs the cuBLAS gate's pre-activations, so its gate is "
+               "cublas_pack or auto, not ") +
+           to_string(requested.gate);
+  if (requested.up_down == UpDownKernel::PerTokenWarp)
+    return "the unbounded overflow route needs a CTA consumer (per_token_cta, balanced_cta or auto); the "
+           "one-warp-per-token kernel does not read the unbounded layout";
+  return {};
+}
+
 const char* to_string(GateKernel kernel) noexcept {
   switch (kernel) {
     case GateKernel::Auto:
@@ -274,13 +287,10 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const int padded = twell_padded_neurons(weights.intermediate);
   const std::size_t rows = static_cast<std::size_t>(tokens);
   const bool unbounded = impl.requested.overflow == OverflowRoute::Unbounded;
+  if (const std::string refusal = unbounded_route_refusal(impl.requested); !refusal.empty())
+    throw Error(Error::Kind::Unsupported, "TwELL FFN: " + refusal);
   const GateKernel gate = resolve_gate_kernel(requested_gate_kernel(impl.requested), x,
                                               gated ? weights.gate : weights.up, tokens);
-  if (unbounded && gate != GateKernel::CublasPack)
-    throw Error(Error::Kind::Unsupported,
-                std::string("TwELL FFN: the unbounded overflow route packs the cuBLAS gate's pre-activations "
-                            "(gate kernel cublas_pack or auto), not the ") +
-                    to_string(gate) + " gate kernel's");
   impl.packed.ensure(unbounded ? unbounded_packed_words(rows, padded)
                                : packed_words(rows, padded, compression));
   impl.overflow_state.ensure(2 + rows);
@@ -300,10 +310,6 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
-  if (unbounded && up_down == UpDownKernel::PerTokenWarp)
-    throw Error(Error::Kind::Unsupported,
-                "TwELL FFN: the unbounded overflow route needs a CTA consumer; the one-warp-per-token "
-                "kernel does not read the unbounded layout");
   impl.last_kernels = {
       gate, up_down,
       unbounded ? OverflowRoute::Unbounded : resolve_overflow_route(impl.requested.overflow, 1)};

@@ -72,6 +72,9 @@ struct TwellKernels {
 };
 /// The kernels core's request names (each part a to_string name above; "auto" is Auto).
 TwellKernels twell_kernels_from_request(const TwellKernelRequest& request);
+/// Why OverflowRoute::Unbounded cannot run with the requested gate and consumer (it needs the cuBLAS
+/// gate and a CTA consumer, Auto resolving to them); empty where it can, or where it is not requested.
+std::string unbounded_route_refusal(const TwellKernels& requested);
 
 /// What FfnRunner's workspaces take, by group of buffers (bytes). The cuBLASLt workspace, allocated
 /// with the runner, is not among them.

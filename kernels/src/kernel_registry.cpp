@@ -28,8 +28,8 @@ std::vector<KernelVariant> kernel_variants() {
       {"twell_pack_dense_kernel", kOurs, "twell", "gate_pack", "any",
        "after cuBLASLt's gate GEMM: ReLU + TwELL pack, one warp per row and 256-column tile, slots from a "
        "warp scan (ascending columns), counts clamped, overflowing rows flagged and listed; under the "
-       "unbounded overflow route every row in the unbounded layout (512 slots a tile), the rows over C's "
-       "capacity still counted"},
+       "unbounded overflow route every row in the unbounded layout (512 slots a tile, the slots past a "
+       "tile's count left unwritten), the rows over C's capacity still counted"},
       {"compact_flagged_rows_kernel", kOurs, "twell", "gate_pack", "any",
        "after the sm_90a gate: the flagged overflowing rows compacted into the count and row list the "
        "dense recomputation consumes"},
@@ -40,8 +40,9 @@ std::vector<KernelVariant> kernel_variants() {
        "hidden size (the default consumer). Split form, where the dispatch table measured it faster: one "
        "launch writes every non-zero's bf16 h as one list per token or planned piece, a second (the "
        "non-gated variant) accumulates the down rows from it, bit for bit the fused output with each "
-       "launch gathering rows of one weight matrix. Under the unbounded overflow route it reads every row "
-       "in the unbounded layout, whole"},
+       "launch gathering rows of one weight matrix. Each pass stages only the counted entries of as many "
+       "tiles as fit, so under the unbounded overflow route it reads every row in the unbounded layout "
+       "without its empty slots"},
       {"count_row_entries_kernel", kOurs, "twell", "up_down", "sm_80+",
        "before the balanced consumer (token counts where few tokens share each resident CTA slot): every "
        "token's non-zeros, one warp each, and their total"},

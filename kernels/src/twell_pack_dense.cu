@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // One warp per (row, 256-column tile): each lane reads 8 consecutive pre-activations, a warp scan of
 // the per-lane positive counts gives every entry its slot, so the entries land in ascending column
-// order without atomics; the words past the count are zeroed so the output is deterministic.
+// order without atomics. In the bounded layouts the words past the count are zeroed so the output is
+// deterministic; in the unbounded one they are left as they were: zeroing 511 words a tile would write
+// 16 times what the bounded layouts hold, and every consumer reads only the counted entries.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -29,6 +31,7 @@ struct PackDenseParams {
   long long pitch;
   int rows, neurons, tiles, slots, words_per_row;
   int counted_capacity;  // a tile with more entries is counted in `overflow`; INT_MAX: none is
+  int zeroed_slots;      // slots zeroed past the count: all of them, or none in the unbounded layout
 };
 
 // kVectorised: every row starts 16-byte aligned and the tile's 8 values of a lane are one 16-byte load.
@@ -79,12 +82,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) twell_pack_dense_kernel(c
                         (static_cast<std::uint32_t>(__bfloat16_as_ushort(values[i])) << 16);
     ++slot;
   }
-  for (int word = lane; word < p.slots; word += 32) {
-    if (word == 0)
-      words[0] = static_cast<std::uint32_t>(stored);
-    else if (word > stored)
-      words[word] = 0u;
-  }
+  if (lane == 0) words[0] = static_cast<std::uint32_t>(stored);
+  for (int word = stored + 1 + lane; word < p.zeroed_slots; word += 32) words[word] = 0u;
   if (lane == 0 && total > p.counted_capacity) {
     atomicAdd(&p.overflow.counters[1], 1u);
     if (atomicExch(&p.overflow.row_flags[row], 1u) == 0u)
@@ -136,6 +135,7 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
           ? INT_MAX
           : static_cast<int>(twell_slots_per_tile(unbounded ? args.counted_compression : args.compression)) -
                 1;
+  params.zeroed_slots = unbounded ? 0 : params.slots;
   const long long items = static_cast<long long>(args.rows) * params.tiles;
   const unsigned blocks = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const bool vectorised =

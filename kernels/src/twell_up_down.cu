@@ -80,7 +80,6 @@ struct UpDownParams {
   std::uint32_t* h_packed;
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
-  int slot_shift;  // log2(slots_per_tile): slots are 32, 64 or 128
   int rows;
   // Balanced by non-zeros (twell_up_down_balance.cuh): the plan, the split tokens' partial outputs
   // [slots, hidden], and the number of CTAs before the tokens' first pieces. Null plan: one CTA a token.
@@ -203,10 +202,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   static_assert(!kCompactInput || (!kGated && !kWritesH),
                 "only the split form's second kernel reads h lists");
   constexpr int kMaxWarps = kMaxThreads / 32;
-  __shared__ std::uint32_t row_words[kChunkWords];
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
-  __shared__ std::uint32_t tile_offset[32];
+  __shared__ std::uint32_t tile_offset[32], tile_count[32];
   __shared__ std::uint32_t entry_total;
+  __shared__ int staged_tiles;
   __shared__ int list_length;  // kCompactInput: this CTA's entries
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
   // Set once, read where used: the token held in a register through the loops made ptxas spill the
@@ -271,8 +270,6 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   for (int i = 0; i < 8; ++i) acc[i] = 0.0f, acc_mma[i / 4][i % 4] = 0.0f;
   const OwnLaneSelectors own_lane = own_lane_selectors(lane);
 
-  const int tiles_per_pass = kChunkWords / slots;
-
   // Row j of an [N, D] matrix for the entry word j (its low 16 bits), zero where `live` is false.
   const auto load_row = [&](const __nv_bfloat16* matrix, std::uint32_t word, bool live) {
     return live && active ? load_weight(matrix + static_cast<std::size_t>(word & 0xffffu) * p.hidden + column)
@@ -290,47 +287,45 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                : make_uint4(0, 0, 0, 0);
   };
 
-  // A pass stages up to kChunkWords of the token's words: whole tiles of packed rows, compacted, or
-  // (kCompactInput) entries of its list as they are. In the split form's first kernel `written`
-  // counts the entries of earlier passes, where this pass's go in the list.
+  // A pass stages up to kChunkWords entries: those of the next tiles that fit (at most 32, never
+  // none: a tile holds at most 256), copied without the tiles' empty slots, which in the unbounded
+  // layout are most of the row; or (kCompactInput) entries of its list as they are. In the split
+  // form's first kernel `written` counts the entries of earlier passes, where this pass's go in the list.
   const int pass_end = kCompactInput ? list_length : tile_end;
-  const int pass_step = kCompactInput ? kChunkWords : tiles_per_pass;
   int written = 0;
-  for (int pass0 = kCompactInput ? 0 : tile_begin; pass0 < pass_end; pass0 += pass_step) {
+  for (int pass0 = kCompactInput ? 0 : tile_begin; pass0 < pass_end;) {
     if constexpr (kCompactInput) {
       const int listed = min(kChunkWords, pass_end - pass0);
       const std::uint32_t* source = piece_h_list(p, token_row, tile_begin) + 1 + pass0;
       for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
-      if (t == 0) entry_total = static_cast<std::uint32_t>(listed);
+      if (t == 0) entry_total = static_cast<std::uint32_t>(listed), staged_tiles = listed;
       if (t < kPad) entries[listed + t] = 0u;
       __syncthreads();
     } else {
-      const int pass_tiles = min(tiles_per_pass, tile_end - pass0);
-      const int pass_words = pass_tiles * slots;
-      const std::uint32_t* source =
-          p.packed + token_row * p.words_per_row + static_cast<std::size_t>(pass0) * slots;
-      for (int w = t; w < pass_words; w += blockDim.x) row_words[w] = __ldcs(source + w);
-      __syncthreads();
-
-      if (warp == 0) {  // exclusive scan of the (clamped) tile counts
-        const std::uint32_t count = lane < pass_tiles ? min(row_words[lane * slots], capacity) : 0u;
+      const std::uint32_t* const row_base = p.packed + token_row * p.words_per_row;
+      if (warp == 0) {  // the (clamped) counts of up to 32 tiles, their exclusive scan
+        const int tile = pass0 + lane;
+        const std::uint32_t count =
+            tile < tile_end ? min(__ldcs(row_base + static_cast<std::size_t>(tile) * slots), capacity) : 0u;
         std::uint32_t inclusive = count;
 #pragma unroll
         for (int offset = 1; offset < 32; offset <<= 1) {
           const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
           if (lane >= offset) inclusive += other;
         }
-        tile_offset[lane] = inclusive - count;
-        if (lane == 31) entry_total = inclusive;
+        // The scan only grows, so the tiles that fit are a prefix; lane 0's always does.
+        const unsigned fits = __ballot_sync(0xffffffffu, tile < tile_end && inclusive <= kChunkWords);
+        const int fitting = __popc(fits);
+        tile_offset[lane] = inclusive - count, tile_count[lane] = count;
+        const std::uint32_t fitting_entries = __shfl_sync(0xffffffffu, inclusive, fitting - 1);
+        if (lane == 0) entry_total = fitting_entries, staged_tiles = fitting;
       }
       __syncthreads();
-
-      for (int w = t; w < pass_words; w += blockDim.x) {
-        const int tile = w >> p.slot_shift, slot = w & (slots - 1);
-        const std::uint32_t count = min(row_words[tile * slots], capacity);
-        if (slot >= 1 && static_cast<std::uint32_t>(slot) <= count) {
-          entries[tile_offset[tile] + slot - 1] = row_words[w];
-        }
+      const int taken = staged_tiles;
+      for (int i = warp; i < taken; i += warps) {  // one warp a tile, its entries in one coalesced run
+        const std::uint32_t* source = row_base + static_cast<std::size_t>(pass0 + i) * slots + 1;
+        for (std::uint32_t e = lane; e < tile_count[i]; e += 32)
+          entries[tile_offset[i] + e] = __ldcs(source + e);
       }
       if (t < kPad) entries[entry_total + t] = 0u;
       __syncthreads();
@@ -439,10 +434,12 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
           }
         }
       }
-      // The partial sums are rewritten by the next chunk; the staged words by the next pass.
-      if (chunk0 + kPhaseEntries < total || pass0 + pass_step < pass_end) __syncthreads();
+      if (chunk0 + kPhaseEntries < total) __syncthreads();  // the partial sums: the next chunk's
     }
     written += total;
+    pass0 += staged_tiles;
+    // The next pass rewrites the staged entries and the scan; every thread has read this pass's.
+    if (pass0 < pass_end) __syncthreads();
   }
   if constexpr (kWritesH) {
     if (t == 0 && tile_begin < tile_end)
@@ -583,7 +580,6 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.tiles = args.padded_neurons / 256;
   params.slots_per_tile = static_cast<int>(twell_slots_per_tile(args.compression));
   params.words_per_row = params.tiles * params.slots_per_tile;
-  params.slot_shift = __builtin_ctz(static_cast<unsigned>(params.slots_per_tile));
   params.rows = args.rows;
 
   int device = 0;

@@ -80,7 +80,9 @@ GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* 
 }
 
 // Auto is Dense: on H100 the sparse route tied or lost against it in bench_ffn and end to end, its
-// consumer competing with the main one for SMs (h100-sparse-overflow-and-bulk-2026-12-05.json).
+// consumer competing with the main one for SMs (h100-sparse-overflow-and-bulk-2026-12-05.json). The
+// unbounded route (never resolved here: only asked for) won by 3-11 % at M 256-1024 end to end but
+// lost 1-7 % at M 64, on one machine (h100-unbounded-overflow-route-2026-12-06.json).
 // Sparse takes at most kMaxSparseOverflowRows rows.
 OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t overflow_rows) {
   if (requested != OverflowRoute::Sparse) return OverflowRoute::Dense;

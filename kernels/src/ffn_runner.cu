@@ -157,10 +157,10 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   if (!request.twell) return bytes;
   const int padded = twell_padded_neurons(request.intermediate);
   const bool unbounded = request.kernels.overflow == OverflowRoute::Unbounded;
-  const std::size_t packed_row_words =
+  const std::size_t packed_buffer_words =
       unbounded ? unbounded_packed_words(rows, padded)
                 : packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2));
-  bytes.packed = (packed_row_words + 2 + 2 * rows) * kWord;
+  bytes.packed = (packed_buffer_words + 2 + 2 * rows) * kWord;
   if (!unbounded) bytes.overflow_rows = 2 * rows * hidden * kBf16;
   // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
   if (resolve_gate_kernel(requested_gate_kernel(request.kernels), true, device, request.tokens) ==

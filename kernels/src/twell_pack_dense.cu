@@ -108,11 +108,13 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
     throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: compression factor " +
                                               std::to_string(args.compression) +
                                               " is not 8, 4, 2 or unbounded");
-  const bool counted = !unbounded || args.counted_compression != 0;
-  if (unbounded && counted &&
-      (args.counted_compression == kTwellUnbounded || !twell_layout_supported(args.counted_compression)))
+  // The factor whose capacity overflow is counted against: the layout's own, or in the unbounded
+  // layout (whose 511 exceeds any tile's 256 columns) the one asked for; 0 counts nothing.
+  const std::uint32_t counted_at = unbounded ? args.counted_compression : args.compression;
+  const bool counted = counted_at != 0;
+  if (counted && !twell_layout_supported(counted_at))
     throw Error(Error::Kind::Unsupported, "TwELL pack of dense pre-activations: overflow counted at factor " +
-                                              std::to_string(args.counted_compression) + ", not 8, 4 or 2");
+                                              std::to_string(counted_at) + ", not 8, 4 or 2");
   if (!args.preactivations || !args.packed ||
       (counted && (!args.overflow.counters || !args.overflow.row_flags || !args.overflow.row_list)))
     invalid("a device pointer is null");
@@ -128,13 +130,8 @@ void launch_twell_pack_dense(const PackDenseArgs& args, cudaStream_t stream) {
   params.tiles = twell_padded_neurons(args.neurons) / kTileWidth;
   params.slots = static_cast<int>(twell_slots_per_tile(args.compression));
   params.words_per_row = params.tiles * params.slots;
-  // One word of a tile holds its count (capacity = slots - 1); the unbounded layout's 511 exceeds
-  // any tile's 256 columns, so there only a counted factor can flag one.
-  params.counted_capacity =
-      !counted
-          ? INT_MAX
-          : static_cast<int>(twell_slots_per_tile(unbounded ? args.counted_compression : args.compression)) -
-                1;
+  // One word of a tile holds its count: capacity = slots - 1.
+  params.counted_capacity = counted ? static_cast<int>(twell_slots_per_tile(counted_at)) - 1 : INT_MAX;
   params.zeroed_slots = unbounded ? 0 : params.slots;
   const long long items = static_cast<long long>(args.rows) * params.tiles;
   const unsigned blocks = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);

@@ -205,8 +205,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
   __shared__ std::uint32_t tile_offset[32], tile_count[32];
   __shared__ std::uint32_t entry_total;
-  __shared__ int staged_tiles;
-  __shared__ int list_length;  // kCompactInput: this CTA's entries
+  __shared__ int pass_advance;  // pass0's step to the next pass: tiles, or (kCompactInput) entries
+  __shared__ int list_length;   // kCompactInput: this CTA's entries
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
   // Set once, read where used: the token held in a register through the loops made ptxas spill the
   // gated default-precision kernel (blockIdx.x, the token before balancing, costs no register).
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       const int listed = min(kChunkWords, pass_end - pass0);
       const std::uint32_t* source = piece_h_list(p, token_row, tile_begin) + 1 + pass0;
       for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
-      if (t == 0) entry_total = static_cast<std::uint32_t>(listed), staged_tiles = listed;
+      if (t == 0) entry_total = static_cast<std::uint32_t>(listed), pass_advance = listed;
       if (t < kPad) entries[listed + t] = 0u;
       __syncthreads();
     } else {
@@ -318,10 +318,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         const int fitting = __popc(fits);
         tile_offset[lane] = inclusive - count, tile_count[lane] = count;
         const std::uint32_t fitting_entries = __shfl_sync(0xffffffffu, inclusive, fitting - 1);
-        if (lane == 0) entry_total = fitting_entries, staged_tiles = fitting;
+        if (lane == 0) entry_total = fitting_entries, pass_advance = fitting;
       }
       __syncthreads();
-      const int taken = staged_tiles;
+      const int taken = pass_advance;
       for (int i = warp; i < taken; i += warps) {  // one warp a tile, its entries in one coalesced run
         const std::uint32_t* source = row_base + static_cast<std::size_t>(pass0 + i) * slots + 1;
         for (std::uint32_t e = lane; e < tile_count[i]; e += 32)
@@ -437,7 +437,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
       if (chunk0 + kPhaseEntries < total) __syncthreads();  // the partial sums: the next chunk's
     }
     written += total;
-    pass0 += staged_tiles;
+    pass0 += pass_advance;
     // The next pass rewrites the staged entries and the scan; every thread has read this pass's.
     if (pass0 < pass_end) __syncthreads();
   }

@@ -79,11 +79,10 @@ GateKernel resolve_gate_kernel(GateKernel requested, const void* x, const void* 
   return resolve_gate_kernel(requested, aligned, device, tokens);
 }
 
-// Auto is Dense: on H100 the sparse route tied or lost against it in bench_ffn and end to end, its
-// consumer competing with the main one for SMs (h100-sparse-overflow-and-bulk-2026-12-05.json). The
-// unbounded route (never resolved here: only asked for) won by 3-11 % at M 256-1024 end to end but
-// lost 1-7 % at M 64, on one machine (h100-unbounded-overflow-route-2026-12-06.json).
-// Sparse takes at most kMaxSparseOverflowRows rows.
+// The route of the rows whose tiles overflowed, after the gate counted them. The sparse route tied or
+// lost against the dense one in bench_ffn and end to end on H100, its consumer competing with the main
+// one for SMs (h100-sparse-overflow-and-bulk-2026-12-05.json), so only a request takes it, for at most
+// kMaxSparseOverflowRows rows. (The unbounded route is chosen before the gate: takes_unbounded_route.)
 OverflowRoute resolve_overflow_route(OverflowRoute requested, std::uint64_t overflow_rows) {
   if (requested != OverflowRoute::Sparse) return OverflowRoute::Dense;
   return overflow_rows <= static_cast<std::uint64_t>(kMaxSparseOverflowRows) ? OverflowRoute::Sparse
@@ -110,11 +109,20 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
 }
 
-// Whether the consumer (`resolved`) has a split form (UpDownArgs::h_packed): the CTA kernels do. The
-// call must also be gated and in default precision, and Auto takes it only where
-// up_down_split_preferred.
-bool split_consumer_possible(UpDownKernel resolved) {
+// The consumers that launch one CTA per token or piece: only they have a split form (UpDownArgs::h_packed;
+// the call must also be gated and in default precision, and Auto takes it only where
+// up_down_split_preferred) and read the unbounded layout.
+bool cta_consumer(UpDownKernel resolved) {
   return resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta;
+}
+
+// Whether every row goes in the unbounded layout: where asked, or where Auto's gate and consumer are the
+// ones it runs behind (the cuBLAS gate, a CTA consumer) and the forward measured it faster end to end.
+bool takes_unbounded_route(OverflowRoute requested, GateKernel gate, UpDownKernel consumer, int device,
+                           int tokens) {
+  if (requested == OverflowRoute::Unbounded) return true;
+  return requested == OverflowRoute::Auto && gate == GateKernel::CublasPack && cta_consumer(consumer) &&
+         overflow_unbounded_preferred(device, tokens);
 }
 
 // Balanced-consumer workspace (null pointers where the launch runs one CTA per token).
@@ -156,22 +164,23 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
   bytes.dense = 2 * rows * neurons * kBf16;
   if (!request.twell) return bytes;
   const int padded = twell_padded_neurons(request.intermediate);
-  const bool unbounded = request.kernels.overflow == OverflowRoute::Unbounded;
+  // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
+  const GateKernel gate =
+      resolve_gate_kernel(requested_gate_kernel(request.kernels), true, device, request.tokens);
+  const UpDownKernel consumer = resolve_up_down_kernel(request.kernels.up_down, request.hidden);
+  const bool unbounded =
+      takes_unbounded_route(request.kernels.overflow, gate, consumer, device, request.tokens);
   const std::size_t packed_buffer_words =
       unbounded ? unbounded_packed_words(rows, padded)
                 : packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2));
   bytes.packed = (packed_buffer_words + 2 + 2 * rows) * kWord;
   if (!unbounded) bytes.overflow_rows = 2 * rows * hidden * kBf16;
-  // Planned for operands TMA can address, as CudaBackend's are (cudaMalloc'd).
-  if (resolve_gate_kernel(requested_gate_kernel(request.kernels), true, device, request.tokens) ==
-      GateKernel::CublasPack)
-    bytes.gate_output = rows * neurons * kBf16;
-  const UpDownKernel consumer = resolve_up_down_kernel(request.kernels.up_down, request.hidden);
+  if (gate == GateKernel::CublasPack) bytes.gate_output = rows * neurons * kBf16;
   if (consumer == UpDownKernel::BalancedCta)
     bytes.balance = balance_bytes(request.tokens, request.hidden, device);
   if (unbounded) return bytes;
   // The split consumer's h, packed's size (planned whether or not the call will be gated).
-  if (split_consumer_possible(consumer) && up_down_split_preferred(device, request.tokens))
+  if (cta_consumer(consumer) && up_down_split_preferred(device, request.tokens))
     bytes.packed += packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2)) * kWord;
   if (request.kernels.overflow == OverflowRoute::Sparse) {
     const int tail = std::min(request.tokens, kMaxSparseOverflowRows);
@@ -288,16 +297,10 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const bool gated = weights.gate != nullptr;
   const int padded = twell_padded_neurons(weights.intermediate);
   const std::size_t rows = static_cast<std::size_t>(tokens);
-  const bool unbounded = impl.requested.overflow == OverflowRoute::Unbounded;
   if (const std::string refusal = unbounded_route_refusal(impl.requested); !refusal.empty())
     throw Error(Error::Kind::Unsupported, "TwELL FFN: " + refusal);
   const GateKernel gate = resolve_gate_kernel(requested_gate_kernel(impl.requested), x,
                                               gated ? weights.gate : weights.up, tokens);
-  impl.packed.ensure(unbounded ? unbounded_packed_words(rows, padded)
-                               : packed_words(rows, padded, compression));
-  impl.overflow_state.ensure(2 + rows);
-  impl.overflow_rows.ensure(rows);
-  std::uint32_t* row_flags = impl.overflow_state.data() + 2;
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
   int gate_cluster_size = 1;
@@ -312,12 +315,18 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
+  const bool unbounded = takes_unbounded_route(impl.requested.overflow, gate, up_down, device, tokens);
+  impl.packed.ensure(unbounded ? unbounded_packed_words(rows, padded)
+                               : packed_words(rows, padded, compression));
+  impl.overflow_state.ensure(2 + rows);
+  impl.overflow_rows.ensure(rows);
+  std::uint32_t* row_flags = impl.overflow_state.data() + 2;
   impl.last_kernels = {
       gate, up_down,
       unbounded ? OverflowRoute::Unbounded : resolve_overflow_route(impl.requested.overflow, 1)};
   impl.counts_pending = false;
   impl.last_split = !unbounded && gated && !options.highest_precision &&
-                    impl.split_policy != SplitConsumer::Never && split_consumer_possible(up_down) &&
+                    impl.split_policy != SplitConsumer::Never && cta_consumer(up_down) &&
                     (impl.split_policy == SplitConsumer::Always || up_down_split_preferred(device, tokens));
   if (impl.last_split) impl.h_packed.ensure(packed_words(rows, padded, compression));
   impl.tiles_counted = gate != GateKernel::Sm90;

@@ -177,6 +177,20 @@ constexpr PreferencePoint kUpDownSplitMeasured[] = {
     {"NVIDIA H100 80GB HBM3", 16384, true}, {"NVIDIA H100 80GB HBM3", 131072, true},
 };
 
+// Whether Auto takes the unbounded overflow route (every row packed in the unbounded layout from the
+// cuBLAS gate's pre-activations, nothing recomputed) rather than the dense recomputation, per GPU model
+// and token count, where the gate is cuBLAS's and the consumer one of the CTA kernels: the forward end
+// to end (bench_end_to_end on the SparseLM-0.5B-shaped checkpoint at 0.5 %, every layer TwELL).
+// - H100 80GB HBM3 (h100-unbounded-overflow-route-2026-12-06.json, h100-auto-unbounded-route-2026-12-07.json,
+//   two machines): the forward 11-17 % faster at M 256, 6-11 % at M 512, 0-6 % at M 1024 (3 % on the
+//   first machine); at M 64 and 128 a tie or 1-7 % slower.
+// - H200: not measured; the dense recomputation stays.
+constexpr PreferencePoint kOverflowUnboundedMeasured[] = {
+    {"NVIDIA H100 80GB HBM3", 64, false},  {"NVIDIA H100 80GB HBM3", 128, false},
+    {"NVIDIA H100 80GB HBM3", 256, true},  {"NVIDIA H100 80GB HBM3", 512, true},
+    {"NVIDIA H100 80GB HBM3", 1024, true},
+};
+
 // The point of `points` that `applies` accepts with the token count nearest `tokens`, or null. Token
 // counts compare on a log scale: 4096 is as far from 16384 as 16384 from 65536.
 template <typename Point, std::size_t Count, typename Applies>
@@ -270,6 +284,14 @@ bool up_down_split_preferred_for(const std::string& gpu_name, int tokens) {
 
 bool up_down_split_preferred(int device, int tokens) {
   return up_down_split_preferred_for(device_model(device).name, tokens);
+}
+
+bool overflow_unbounded_preferred_for(const std::string& gpu_name, int tokens) {
+  return measured_preference(kOverflowUnboundedMeasured, gpu_name, tokens);
+}
+
+bool overflow_unbounded_preferred(int device, int tokens) {
+  return overflow_unbounded_preferred_for(device_model(device).name, tokens);
 }
 
 }  // namespace twell::cuda

@@ -238,6 +238,7 @@ TEST(TwellFfnRunner, TagsEachLaunchGroup) {
   const auto x = upload_bf16(problem.x);
   auto out = poisoned_bf16(64 * 128);
   cuda::FfnRunner runner(nullptr);
+  runner.set_twell_kernels({cuda::GateKernel::Auto, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Dense});
   RecordingTracer tracer;
   TraceTag tag;
   tag.layer = 3;
@@ -461,7 +462,10 @@ TEST(TwellFfnRunner, AutoPicksTheKernelsMeasuredFastestThatRunHere) {
                                              : cuda::GateKernel::Portable;
   EXPECT_EQ(runner.last_twell_kernels().gate, expected);
   EXPECT_EQ(runner.last_twell_kernels().up_down, cuda::UpDownKernel::BalancedCta);
-  EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Dense);  // measured faster
+  const bool unbounded =
+      expected == cuda::GateKernel::CublasPack && cuda::overflow_unbounded_preferred(ordinal, 33);
+  EXPECT_EQ(runner.last_twell_kernels().overflow,
+            unbounded ? cuda::OverflowRoute::Unbounded : cuda::OverflowRoute::Dense);  // measured faster
   if (!hopper) {  // asking for the Hopper kernel where it cannot run is an error, not a silent fallback
     runner.set_twell_kernels({cuda::GateKernel::Sm90, cuda::UpDownKernel::Auto});
     EXPECT_THROW(runner.twell(device.weights(), FfnOptions{}, x.data(), 33, out.data(), nullptr, TraceTag{}),
@@ -516,6 +520,57 @@ TEST(FfnDispatch, CublasGateOnlyWhereItMeasuredFaster) {
   EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200", 131072));
   EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("NVIDIA H200 ", 64));
   EXPECT_FALSE(cuda::gate_cublas_pack_preferred_for("", 64));
+}
+
+TEST(FfnDispatch, UnboundedRouteOnlyWhereItMeasuredFaster) {
+  // Every row in the unbounded layout where the forward measured it faster end to end on that GPU
+  // model (nearest measured token count, log scale); nowhere on a model never measured.
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 1));
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 64));
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 128));
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 200));  // nearer 256
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 256));
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 512));
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 1024));
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H200", 256));
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("", 256));
+}
+
+// Where Auto's gate is cuBLAS's and the table prefers it, Auto packs every row in the unbounded layout:
+// nothing recomputed, the rows over C's capacity still counted, the output the unbounded layout's.
+TEST(TwellFfnRunner, AutoTakesTheUnboundedRouteWhereItMeasuredFaster) {
+  TWELL_REQUIRE_CUDA_DEVICE();
+  const ControlledFfn problem = problem_with_heavy_rows(300, 128, 0.2);
+  const DeviceFfn device(problem);
+  reference::FfnWeights weights{&problem.gate, &problem.up, &problem.down, &problem.down_t};
+  Matrix preactivation;
+  reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32, &preactivation);
+  const TwellPacked at_c8 = twell_pack(preactivation.data.data(), 300, 512, 8);
+  ASSERT_GT(at_c8.overflow_rows.size(), 0u);
+  const Matrix unbounded_reference =
+      reference::twell_ffn(problem.x, weights, kTwellUnbounded, reference::Precision::Bf16Emulated).out;
+  const auto x = upload_bf16(problem.x);
+  auto out = poisoned_bf16(300 * 128);
+  int ordinal = 0;
+  TWELL_CUDA_CHECK(cudaGetDevice(&ordinal));
+  cuda::FfnRunner runner(nullptr);
+  RecordingTracer tracer;
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), &tracer, TraceTag{});
+  const bool unbounded = runner.last_twell_kernels().gate == cuda::GateKernel::CublasPack &&
+                         cuda::overflow_unbounded_preferred(ordinal, 300);
+  EXPECT_EQ(runner.last_twell_kernels().overflow,
+            unbounded ? cuda::OverflowRoute::Unbounded : cuda::OverflowRoute::Dense);
+  std::vector<std::string> expected_ops = {"gate_pack", "up_down"};
+  if (!unbounded) expected_ops.push_back("overflow_dense");
+  EXPECT_EQ(tracer.ops, expected_ops);
+  EXPECT_EQ(runner.last_overflow_rows(), at_c8.overflow_rows.size());
+  EXPECT_EQ(runner.last_overflow_row_indices(), at_c8.overflow_rows);
+  const Matrix gpu = download_bf16(out.data(), 300, 128);
+  if (unbounded) EXPECT_LE(compare_outputs(unbounded_reference, gpu).rel_frobenius, 1e-2);
+  // Its workspace is what ffn_workspace_bytes planned for the same request.
+  TWELL_CUDA_CHECK(cudaDeviceSynchronize());
+  const cuda::FfnWorkspaceRequest request{300, 128, 512, 8, true, cuda::TwellKernels{}};
+  EXPECT_EQ(runner.workspace_bytes().packed, cuda::ffn_workspace_bytes(request, ordinal).packed);
 }
 
 TEST(FfnDispatch, GateClusterSizeFollowsTheGpuModelAndTokenCount) {

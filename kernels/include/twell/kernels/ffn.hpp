@@ -46,8 +46,9 @@ bool gate_kernel_sm90_available(int device);
 /// a high-priority side stream beside the consumer (which skips those rows), joined back before the
 /// FFN returns; the host waits for the gate's counters to size them.
 enum class OverflowRoute {
-  Auto,      ///< Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
-  Dense,     ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
+  Auto,   ///< Unbounded behind the cuBLAS gate and a CTA consumer where overflow_unbounded_preferred,
+          ///< else Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
+  Dense,  ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
   Sparse,    ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
              ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
              ///< overflows, and consumed by the balanced consumer: up and down rows are read only where a
@@ -222,5 +223,13 @@ bool gate_cublas_pack_preferred(int device, int tokens);
 bool up_down_split_preferred_for(const std::string& gpu_name, int tokens);
 /// The same for `device`, its name read once.
 bool up_down_split_preferred(int device, int tokens);
+
+/// Whether OverflowRoute::Auto takes the unbounded route for `tokens` on a GPU model, where the gate
+/// resolved to GateKernel::CublasPack and the consumer to a CTA kernel: where the forward end to end
+/// measured it faster than the dense recomputation at the nearest token count measured on that model.
+/// False on a model never measured.
+bool overflow_unbounded_preferred_for(const std::string& gpu_name, int tokens);
+/// The same for `device`, its name read once.
+bool overflow_unbounded_preferred(int device, int tokens);
 
 }  // namespace twell::cuda

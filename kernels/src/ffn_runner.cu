@@ -109,9 +109,8 @@ std::uint64_t balance_bytes(int rows, int hidden, int device) {
   return balance.plan_words * sizeof(std::uint32_t) + balance.partial_elements * sizeof(float);
 }
 
-// The consumers that launch one CTA per token or piece: only they have a split form (UpDownArgs::h_packed;
-// the call must also be gated and in default precision, and Auto takes it only where
-// up_down_split_preferred) and read the unbounded layout.
+// The consumers that launch one CTA per token or piece: only they read the unbounded layout and have a
+// split form (UpDownArgs::h_packed, which also needs a gated call in default precision).
 bool cta_consumer(UpDownKernel resolved) {
   return resolved == UpDownKernel::PerTokenCta || resolved == UpDownKernel::BalancedCta;
 }

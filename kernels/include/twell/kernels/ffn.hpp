@@ -46,9 +46,9 @@ bool gate_kernel_sm90_available(int device);
 /// a high-priority side stream beside the consumer (which skips those rows), joined back before the
 /// FFN returns; the host waits for the gate's counters to size them.
 enum class OverflowRoute {
-  Auto,   ///< Unbounded behind the cuBLAS gate and a CTA consumer where overflow_unbounded_preferred,
-          ///< else Dense: the sparse route measured no faster (h100-sparse-overflow-and-bulk-2026-12-05.json)
-  Dense,  ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
+  Auto,      ///< Unbounded behind the cuBLAS gate and a CTA consumer where overflow_unbounded_preferred,
+             ///< else Dense (the sparse route measured no faster: h100-sparse-overflow-and-bulk-2026-12-05)
+  Dense,     ///< the dense FFN over those rows (cuBLASLt), reading all three weight matrices
   Sparse,    ///< their gate pre-activations (the cuBLAS gate's workspace, or cuBLASLt's gate GEMM over
              ///< just those rows after a fused gate) packed in the unbounded layout, where no tile
              ///< overflows, and consumed by the balanced consumer: up and down rows are read only where a

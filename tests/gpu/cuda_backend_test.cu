@@ -40,14 +40,8 @@ const std::filesystem::path& tiny_model() {
   return test::generated_tiny_model();
 }
 
-double cosine(const Matrix& a, const Matrix& b) {
-  double dot = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.data.size(); ++i) {
-    dot += static_cast<double>(a.data[i]) * b.data[i];
-    aa += static_cast<double>(a.data[i]) * a.data[i];
-    bb += static_cast<double>(b.data[i]) * b.data[i];
-  }
-  return dot / std::sqrt(aa * bb);
+double cosine(const Matrix& reference, const Matrix& candidate) {
+  return compare_outputs(reference, candidate).cosine;
 }
 
 Matrix random_bf16_matrix(std::size_t rows, std::size_t cols, std::uint64_t seed, float scale = 1.0f) {
@@ -82,6 +76,22 @@ CpuForward cpu_forward(const Checkpoint& checkpoint, const TokenBatch& tokens) {
   return out;
 }
 
+/// A CUDA backend with the generated tiny model loaded, for the tests that run it whole.
+class CudaBackendOnTinyModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TWELL_REQUIRE_CUDA_DEVICE();
+    backend = cuda::make_cuda_backend(0);
+    backend->load(checkpoint);
+  }
+  TokenBatch random_batch(std::uint32_t batch, std::uint32_t sequence, std::uint64_t seed) const {
+    return random_tokens(batch, sequence, static_cast<std::uint32_t>(checkpoint.config().vocab_size), seed);
+  }
+
+  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+  std::unique_ptr<Backend> backend;
+};
+
 /// Keeps every tag pushed; times nothing.
 struct TagRecorder final : Tracer {
   std::vector<TraceTag> tags;
@@ -91,15 +101,11 @@ struct TagRecorder final : Tracer {
   std::vector<KernelRecord> collect() override { return {}; }
 };
 
-TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
-  TWELL_REQUIRE_CUDA_DEVICE();
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+TEST_F(CudaBackendOnTinyModel, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
   const auto& config = checkpoint.config();
-  const TokenBatch tokens = random_tokens(3, 77, static_cast<std::uint32_t>(config.vocab_size), 5);
+  const TokenBatch tokens = random_batch(3, 77, 5);
   const CpuForward expected = cpu_forward(checkpoint, tokens);
 
-  auto backend = cuda::make_cuda_backend(0);
-  backend->load(checkpoint);
   ForwardOptions options;
   options.keep_layer_hidden = true;
   options.keep_final_hidden = true;
@@ -171,13 +177,7 @@ TEST(CudaBackend, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
   EXPECT_THROW(backend->forward(tokens, wrong_count, nullptr, TraceTag{}, {}), Error);
 }
 
-TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {
-  TWELL_REQUIRE_CUDA_DEVICE();
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
-  auto backend = cuda::make_cuda_backend(0);
-  backend->load(checkpoint);
-  const TokenBatch tokens =
-      random_tokens(2, 128, static_cast<std::uint32_t>(checkpoint.config().vocab_size), 9);
+TEST_F(CudaBackendOnTinyModel, LayerHookRunsBothPathsAndComparesOnTheDevice) {
   EXPECT_THROW(backend->run_layer_ffn(0, FfnPath::Dense, FfnOptions{}, nullptr, TraceTag{}), Error);
   std::vector<ErrorMetrics> metrics;
   auto hook = [&](std::size_t layer) {
@@ -185,7 +185,7 @@ TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {
     backend->run_layer_ffn(layer, FfnPath::Twell, FfnOptions{}, nullptr, TraceTag{});
     metrics.push_back(backend->compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell));
   };
-  backend->forward(tokens, ForwardOptions{}, nullptr, TraceTag{}, hook);
+  backend->forward(random_batch(2, 128, 9), ForwardOptions{}, nullptr, TraceTag{}, hook);
   ASSERT_EQ(metrics.size(), checkpoint.layer_count());
   for (const ErrorMetrics& m : metrics) {
     EXPECT_LT(m.rel_frobenius, 2e-2);
@@ -197,13 +197,8 @@ TEST(CudaBackend, LayerHookRunsBothPathsAndComparesOnTheDevice) {
 // A forward reads its TwELL layers' overflow counts only once it is done (the unbounded route does
 // not hold the host per layer): each must still be the count of that layer's FFN on that layer's
 // input, which the hook's run of the same kernels on the same input returns at once.
-TEST(CudaBackend, ForwardKeepsEachTwellLayersOverflowCount) {
-  TWELL_REQUIRE_CUDA_DEVICE();
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
-  auto backend = cuda::make_cuda_backend(0);
-  backend->load(checkpoint);
-  const TokenBatch tokens =
-      random_tokens(2, 96, static_cast<std::uint32_t>(checkpoint.config().vocab_size), 11);
+TEST_F(CudaBackendOnTinyModel, ForwardKeepsEachTwellLayersOverflowCount) {
+  const TokenBatch tokens = random_batch(2, 96, 11);
   std::vector<Matrix> final_hidden;
   for (const char* kernels : {"cublas_pack/auto/dense", "cublas_pack/auto/unbounded"}) {
     SCOPED_TRACE(kernels);
@@ -260,11 +255,7 @@ TEST(CudaBackend, StatesTheBreakEvenItsDispatchApplies) {
   EXPECT_NE(break_even->basis.find("conservative default"), std::string::npos) << break_even->basis;
 }
 
-TEST(CudaBackend, FfnOnHostInputMatchesReference) {
-  TWELL_REQUIRE_CUDA_DEVICE();
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
-  auto backend = cuda::make_cuda_backend(0);
-  backend->load(checkpoint);
+TEST_F(CudaBackendOnTinyModel, FfnOnHostInputMatchesReference) {
   const reference::ModelWeights weights = reference::load_model_weights(checkpoint);
   const auto& w = weights.layers[1];
   const Matrix x = random_bf16_matrix(45, static_cast<std::size_t>(checkpoint.config().hidden_size), 4);
@@ -276,13 +267,8 @@ TEST(CudaBackend, FfnOnHostInputMatchesReference) {
   }
 }
 
-TEST(CudaBackend, TooLargeInputGivesOutOfMemoryAndTheBackendStaysUsable) {
-  TWELL_REQUIRE_CUDA_DEVICE();
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
-  auto backend = cuda::make_cuda_backend(0);
-  backend->load(checkpoint);
-  const TokenBatch small =
-      random_tokens(2, 64, static_cast<std::uint32_t>(checkpoint.config().vocab_size), 1);
+TEST_F(CudaBackendOnTinyModel, TooLargeInputGivesOutOfMemoryAndTheBackendStaysUsable) {
+  const TokenBatch small = random_batch(2, 64, 1);
   ForwardOptions options;
   options.keep_final_hidden = true;
   const Matrix before = backend->forward(small, options, nullptr, TraceTag{}, {}).final_hidden;

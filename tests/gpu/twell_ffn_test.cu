@@ -544,7 +544,8 @@ TEST(TwellFfnRunner, AutoTakesTheUnboundedRouteWhereItMeasuredFaster) {
   const DeviceFfn device(problem);
   reference::FfnWeights weights{&problem.gate, &problem.up, &problem.down, &problem.down_t};
   Matrix preactivation;
-  reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32, &preactivation);
+  const Matrix fp32 =
+      reference::dense_ffn(problem.x, weights, Activation::Relu, reference::Precision::Fp32, &preactivation);
   const TwellPacked at_c8 = twell_pack(preactivation.data.data(), 300, 512, 8);
   ASSERT_GT(at_c8.overflow_rows.size(), 0u);
   const Matrix unbounded_reference =
@@ -566,6 +567,11 @@ TEST(TwellFfnRunner, AutoTakesTheUnboundedRouteWhereItMeasuredFaster) {
   EXPECT_EQ(runner.last_overflow_rows(), at_c8.overflow_rows.size());
   EXPECT_EQ(runner.last_overflow_row_indices(), at_c8.overflow_rows);
   const Matrix gpu = download_bf16(out.data(), 300, 128);
+  // Whichever route ran, every row's output is the FFN's: the heavy rows are not truncated to C's capacity.
+  const ErrorMetrics against_fp32 = compare_outputs(fp32, gpu);
+  EXPECT_LE(against_fp32.rel_frobenius, 2e-2);
+  EXPECT_GE(against_fp32.cosine, 0.999);
+  expect_block_cosines(fp32, gpu, 0.999);
   if (unbounded) EXPECT_LE(compare_outputs(unbounded_reference, gpu).rel_frobenius, 1e-2);
   // Its workspace is what ffn_workspace_bytes planned for the same request.
   TWELL_CUDA_CHECK(cudaDeviceSynchronize());

@@ -369,9 +369,13 @@ int main(int argc, char** argv) try {
                                                     twell::reference::Precision::Fp32, &preactivation);
     const Matrix emulated = twell::reference::dense_ffn(x_slice, reference_weights, twell::Activation::Relu,
                                                         twell::reference::Precision::Bf16Emulated);
-    const twell::TwellPacked reference_pack =
-        twell::twell_pack(preactivation.data.data(), static_cast<std::uint32_t>(check_rows),
-                          static_cast<std::uint32_t>(s.intermediate), s.compression);
+    // The gate's packing in either layout Auto may take: C's, or the unbounded route's.
+    const auto reference_pack_in = [&](std::uint32_t compression) {
+      return twell::twell_pack(preactivation.data.data(), static_cast<std::uint32_t>(check_rows),
+                               static_cast<std::uint32_t>(s.intermediate), compression);
+    };
+    const twell::TwellPacked bounded_pack = reference_pack_in(s.compression);
+    const twell::TwellPacked unbounded_pack = reference_pack_in(twell::kTwellUnbounded);
     const double slice_density = twell::test::positive_fraction(preactivation);
 
     for (int tokens : s.tokens) {
@@ -386,6 +390,8 @@ int main(int argc, char** argv) try {
       const bool split_consumer = runner.last_up_down_split();
       const Matrix dense_slice = download_rows(dense_out.data(), check_rows, s.hidden, stream.get());
       const Matrix twell_slice = download_rows(twell_out.data(), check_rows, s.hidden, stream.get());
+      const twell::TwellPacked& reference_pack =
+          auto_kernels.overflow == twell::cuda::OverflowRoute::Unbounded ? unbounded_pack : bounded_pack;
       std::vector<std::uint32_t> packed_slice(reference_pack.words.size());
       TWELL_CUDA_CHECK(cudaMemcpy(packed_slice.data(), runner.last_packed(), packed_slice.size() * 4,
                                   cudaMemcpyDeviceToHost));

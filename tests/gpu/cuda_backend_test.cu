@@ -80,15 +80,17 @@ CpuForward cpu_forward(const Checkpoint& checkpoint, const TokenBatch& tokens) {
 class CudaBackendOnTinyModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    TWELL_REQUIRE_CUDA_DEVICE();
+    TWELL_REQUIRE_CUDA_DEVICE();  // before any work: without a device the tests skip at once
+    tiny.emplace(Checkpoint::open(tiny_model()));
     backend = cuda::make_cuda_backend(0);
-    backend->load(checkpoint);
+    backend->load(*tiny);
   }
+  const Checkpoint& checkpoint() const { return *tiny; }
   TokenBatch random_batch(std::uint32_t batch, std::uint32_t sequence, std::uint64_t seed) const {
-    return random_tokens(batch, sequence, static_cast<std::uint32_t>(checkpoint.config().vocab_size), seed);
+    return random_tokens(batch, sequence, static_cast<std::uint32_t>(checkpoint().config().vocab_size), seed);
   }
 
-  const Checkpoint checkpoint = Checkpoint::open(tiny_model());
+  std::optional<Checkpoint> tiny;
   std::unique_ptr<Backend> backend;
 };
 
@@ -102,9 +104,9 @@ struct TagRecorder final : Tracer {
 };
 
 TEST_F(CudaBackendOnTinyModel, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLayerPaths) {
-  const auto& config = checkpoint.config();
+  const auto& config = checkpoint().config();
   const TokenBatch tokens = random_batch(3, 77, 5);
-  const CpuForward expected = cpu_forward(checkpoint, tokens);
+  const CpuForward expected = cpu_forward(checkpoint(), tokens);
 
   ForwardOptions options;
   options.keep_layer_hidden = true;
@@ -115,7 +117,7 @@ TEST_F(CudaBackendOnTinyModel, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLay
   options.map_shape = {tokens_count, neurons};  // one cell per (token, neuron): the exact firing mask
 
   // Every layer dense, every layer TwELL, then layer by layer alternating (the dispatch forward).
-  std::vector<FfnPath> alternating(checkpoint.layer_count());
+  std::vector<FfnPath> alternating(checkpoint().layer_count());
   for (std::size_t l = 0; l < alternating.size(); ++l)
     alternating[l] = l % 2 ? FfnPath::Dense : FfnPath::Twell;
   for (const std::vector<FfnPath>& layer_paths :
@@ -173,7 +175,7 @@ TEST_F(CudaBackendOnTinyModel, ForwardMatchesCpuReferenceOnBothFfnPathsAndPerLay
   }
 
   ForwardOptions wrong_count;
-  wrong_count.layer_paths.assign(checkpoint.layer_count() + 1, FfnPath::Twell);
+  wrong_count.layer_paths.assign(checkpoint().layer_count() + 1, FfnPath::Twell);
   EXPECT_THROW(backend->forward(tokens, wrong_count, nullptr, TraceTag{}, {}), Error);
 }
 
@@ -186,7 +188,7 @@ TEST_F(CudaBackendOnTinyModel, LayerHookRunsBothPathsAndComparesOnTheDevice) {
     metrics.push_back(backend->compare_layer_ffn_outputs(FfnPath::Dense, FfnPath::Twell));
   };
   backend->forward(random_batch(2, 128, 9), ForwardOptions{}, nullptr, TraceTag{}, hook);
-  ASSERT_EQ(metrics.size(), checkpoint.layer_count());
+  ASSERT_EQ(metrics.size(), checkpoint().layer_count());
   for (const ErrorMetrics& m : metrics) {
     EXPECT_LT(m.rel_frobenius, 2e-2);
     EXPECT_GT(m.cosine, 0.999);
@@ -256,9 +258,9 @@ TEST(CudaBackend, StatesTheBreakEvenItsDispatchApplies) {
 }
 
 TEST_F(CudaBackendOnTinyModel, FfnOnHostInputMatchesReference) {
-  const reference::ModelWeights weights = reference::load_model_weights(checkpoint);
+  const reference::ModelWeights weights = reference::load_model_weights(checkpoint());
   const auto& w = weights.layers[1];
-  const Matrix x = random_bf16_matrix(45, static_cast<std::size_t>(checkpoint.config().hidden_size), 4);
+  const Matrix x = random_bf16_matrix(45, static_cast<std::size_t>(checkpoint().config().hidden_size), 4);
   const Matrix expected = reference::dense_ffn(x, {&w.gate, &w.up, &w.down, &w.down_t}, weights.activation,
                                                reference::Precision::Fp32);
   for (FfnPath path : {FfnPath::Dense, FfnPath::Twell}) {
@@ -280,8 +282,8 @@ TEST_F(CudaBackendOnTinyModel, TooLargeInputGivesOutOfMemoryAndTheBackendStaysUs
   ASSERT_EQ(cudaGetDevice(&ordinal), cudaSuccess);
   constexpr std::uint64_t kLarge = 1u << 16;
   const std::uint64_t per_token =
-      cuda::planned_forward_bytes(checkpoint.config(), kLarge + 1, options, false, ordinal) -
-      cuda::planned_forward_bytes(checkpoint.config(), kLarge, options, false, ordinal);
+      cuda::planned_forward_bytes(checkpoint().config(), kLarge + 1, options, false, ordinal) -
+      cuda::planned_forward_bytes(checkpoint().config(), kLarge, options, false, ordinal);
   ASSERT_GT(per_token, 0u);
   constexpr std::uint32_t kSequence = 256;
   TokenBatch huge;

@@ -15,8 +15,8 @@ std::uint32_t tile_count(const TwellPacked& packed, std::uint32_t row, std::uint
   return std::min(packed.words[word], packed.capacity());
 }
 
-std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget, std::uint32_t tiles) {
-  return std::clamp(entries / budget, 1u, tiles);
+std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget) {
+  return std::clamp(entries / budget, 1u, kTwellMaxPieces);
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ TwellBalancedPieces twell_plan_balanced_pieces(const TwellPacked& packed, std::u
   plan.row_slot.resize(packed.rows);
   std::uint32_t slots = 0;
   for (std::uint32_t row = 0; row < packed.rows; ++row) {
-    const std::uint32_t pieces = pieces_of(plan.row_entries[row], plan.budget, packed.tiles());
+    const std::uint32_t pieces = pieces_of(plan.row_entries[row], plan.budget);
     plan.row_pieces[row] = pieces;
     plan.row_slot[row] = slots;
     if (pieces == 1) continue;
@@ -57,25 +57,14 @@ TwellBalancedPieces twell_plan_balanced_pieces(const TwellPacked& packed, std::u
   return plan;
 }
 
-TileSpan twell_piece_tiles(const TwellPacked& packed, std::uint32_t row, std::uint32_t piece,
-                           std::uint32_t pieces) {
-  if (row >= packed.rows || pieces == 0 || piece >= pieces)
-    throw Error(Error::Kind::InvalidInput, "twell_piece_tiles: row " + std::to_string(row) + ", piece " +
-                                               std::to_string(piece) + " of " + std::to_string(pieces) +
-                                               " is out of range");
-  std::uint32_t entries = 0;
-  for (std::uint32_t tile = 0; tile < packed.tiles(); ++tile) entries += tile_count(packed, row, tile);
-  if (pieces == 1 || entries == 0) return piece == 0 ? TileSpan{0, packed.tiles()} : TileSpan{0, 0};
-  TileSpan span;
-  std::uint64_t before = 0;
-  for (std::uint32_t tile = 0; tile < packed.tiles(); ++tile) {
-    const auto owner =
-        static_cast<std::uint32_t>(std::min<std::uint64_t>(before * pieces / entries, pieces - 1));
-    span.begin += owner < piece;
-    span.end += owner <= piece;
-    before += tile_count(packed, row, tile);
-  }
-  return span;
+EntrySpan twell_piece_entries(std::uint32_t entries, std::uint32_t piece, std::uint32_t pieces) {
+  if (pieces == 0 || piece >= pieces)
+    throw Error(Error::Kind::InvalidInput, "twell_piece_entries: piece " + std::to_string(piece) + " of " +
+                                               std::to_string(pieces) + " is out of range");
+  const auto at = [&](std::uint32_t cut) {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(cut) * entries / pieces);
+  };
+  return {at(piece), at(piece + 1)};
 }
 
 }  // namespace twell

@@ -47,7 +47,7 @@ std::vector<KernelVariant> kernel_variants() {
        "before the balanced consumer (token counts where few tokens share each resident CTA slot): every "
        "token's non-zeros, one warp each, and their total"},
       {"plan_pieces_kernel", kOurs, "twell", "up_down", "any",
-       "every token cut into pieces of contiguous tiles of about equal non-zeros (as core's "
+       "every token cut into pieces of about equal non-zeros, cut inside tiles (as core's "
        "twell_plan_balanced_pieces), one thread a token, space for the extra pieces claimed once a warp"},
       {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "

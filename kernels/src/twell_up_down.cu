@@ -73,10 +73,11 @@ struct UpDownParams {
   const __nv_bfloat16* down_t;
   const std::uint32_t* row_flags;
   __nv_bfloat16* out;
-  // The split form: its first kernel writes h here, in the row of the token's packed words, as one
-  // list per CTA (its length, then its entries in packed's order) from the word of its piece's first
-  // tile (word 0 for a whole token); a piece's list never outgrows its tiles. The second kernel
-  // (kCompactInput) reads the lists and takes its pieces' tiles from `packed`, as the first did.
+  // The split form: its first kernel writes h here, in the row of the token's packed words: the
+  // token's i-th non-zero (packed order) at word 1 + i, whichever piece consumes it, and a whole
+  // token's count at word 0 (a split token's pieces take theirs from the plan). The row holds them: a
+  // token has at most tiles x capacity non-zeros. The second kernel (kCompactInput) reads each piece's
+  // stretch of its token's list.
   std::uint32_t* h_packed;
   int hidden, chunks;  // chunks = D / 8 = threads doing work
   int tiles, slots_per_tile, words_per_row;
@@ -89,12 +90,20 @@ struct UpDownParams {
   int extra;
 };
 
-// The split form's list of one CTA: it starts at the word of the piece's first tile in the token's
-// row of h_packed. Computed where used, from the token in shared memory, so that no register holds it
-// through the loops (see token_row).
-__device__ __forceinline__ std::uint32_t* piece_h_list(const UpDownParams& p, std::size_t row,
-                                                       int first_tile) {
-  return p.h_packed + row * p.words_per_row + static_cast<std::size_t>(first_tile) * p.slots_per_tile;
+// The split form's list of a token: its row of h_packed. Computed where used, from the token in shared
+// memory, so that no register holds it through the loops (see token_row).
+__device__ __forceinline__ std::uint32_t* token_h_list(const UpDownParams& p, std::size_t row) {
+  return p.h_packed + row * p.words_per_row;
+}
+
+// Lane l's inclusive prefix sum of `value` over lanes 0..l.
+__device__ __forceinline__ std::uint32_t warp_inclusive_sum(std::uint32_t value, int lane) {
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const std::uint32_t other = __shfl_up_sync(0xffffffffu, value, offset);
+    if (lane >= offset) value += other;
+  }
+  return value;
 }
 
 // Folds four per-lane values across the lanes 16 and 8 apart, halving the values a lane holds at
@@ -203,15 +212,19 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                 "only the split form's second kernel reads h lists");
   constexpr int kMaxWarps = kMaxThreads / 32;
   __shared__ __align__(16) std::uint32_t entries[kChunkWords + kPad];
-  __shared__ std::uint32_t tile_offset[32], tile_count[32];
+  // A pass's tiles: where each one's staged entries go, how many, and how many of its entries before
+  // them belong to earlier pieces of the token.
+  __shared__ std::uint32_t tile_offset[32], tile_count[32], tile_skip[32];
   __shared__ std::uint32_t entry_total;
   __shared__ int pass_advance;  // pass0's step to the next pass: tiles, or (kCompactInput) entries
+  __shared__ int pass_tiles;    // the tiles whose entries this pass stages
   __shared__ int list_length;   // kCompactInput: this CTA's entries
   __shared__ __align__(16) float partials[kGated ? kMaxWarps : 1][kPhaseEntries];
   // Set once, read where used: the token held in a register through the loops made ptxas spill the
   // gated default-precision kernel (blockIdx.x, the token before balancing, costs no register).
   __shared__ unsigned long long token_row;
-  __shared__ int piece_tiles[2];
+  __shared__ std::uint32_t piece_entries[2];  // this CTA's non-zeros [begin, end) of its token
+  __shared__ std::uint32_t entries_before;    // the token's non-zeros in the tiles before this pass
   // Split tokens: the token's first partial-output slot, this CTA's piece, the token's pieces (1: the
   // whole token is this CTA's, its output written directly).
   __shared__ unsigned first_slot, piece_index, piece_count;
@@ -238,25 +251,19 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     pieces = static_cast<int>(plan.row_pieces[row]);
   }
   if (p.row_flags != nullptr && p.row_flags[row] != 0u) return;  // recomputed densely afterwards
-  if (warp == 0) {
-    up_down::TileRange range{0, p.tiles};
-    if (pieces > 1)
-      range = up_down::piece_tile_range(p.packed + row * p.words_per_row, p.tiles, slots, capacity,
-                                        plan.row_entries[row], piece, pieces, lane);
-    if (lane == 0) {
-      // An empty piece (more pieces than tiles) shares its first word with the next piece's list.
-      if constexpr (kCompactInput)
-        list_length =
-            range.begin < range.end ? static_cast<int>(__ldcs(piece_h_list(p, row, range.begin))) : 0;
-      token_row = row;
-      piece_tiles[0] = range.begin, piece_tiles[1] = range.end;
-      piece_count = static_cast<unsigned>(pieces);
-      piece_index = static_cast<unsigned>(piece);
-      first_slot = pieces > 1 ? plan.row_slot[row] : 0u;
-    }
+  if (t == 0) {
+    up_down::EntryRange range{0u, 0xffffffffu};  // a whole token: all of its non-zeros
+    if (pieces > 1) range = up_down::piece_entry_range(plan.row_entries[row], piece, pieces);
+    if constexpr (kCompactInput)
+      list_length = static_cast<int>(pieces > 1 ? range.end - range.begin : __ldcs(token_h_list(p, row)));
+    token_row = row;
+    piece_entries[0] = range.begin, piece_entries[1] = range.end;
+    entries_before = 0u;
+    piece_count = static_cast<unsigned>(pieces);
+    piece_index = static_cast<unsigned>(piece);
+    first_slot = pieces > 1 ? plan.row_slot[row] : 0u;
   }
   __syncthreads();
-  const int tile_begin = piece_tiles[0], tile_end = piece_tiles[1];
 
   const bool active = t < p.chunks;
   const unsigned column = static_cast<unsigned>(t) * 8u;
@@ -287,43 +294,51 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
                : make_uint4(0, 0, 0, 0);
   };
 
-  // A pass stages up to kChunkWords entries: those of the next tiles that fit (at most 32, never
-  // none: a tile holds at most 256), copied without the tiles' empty slots, which in the unbounded
-  // layout are most of the row; or (kCompactInput) entries of its list as they are. In the split
-  // form's first kernel `written` counts the entries of earlier passes, where this pass's go in the list.
-  const int pass_end = kCompactInput ? list_length : tile_end;
+  // A pass stages up to kChunkWords of this piece's entries: those in the next tiles that fit (at most
+  // 32, never none: a tile holds at most 256), copied without the tiles' empty slots, which in the
+  // unbounded layout are most of the row; or (kCompactInput) entries of its list as they are. In the
+  // split form's first kernel `written` counts the entries of earlier passes, where this pass's go in
+  // the list.
+  const int pass_end = kCompactInput ? list_length : p.tiles;
   int written = 0;
-  for (int pass0 = kCompactInput ? 0 : tile_begin; pass0 < pass_end;) {
+  for (int pass0 = 0; pass0 < pass_end;) {
     if constexpr (kCompactInput) {
       const int listed = min(kChunkWords, pass_end - pass0);
-      const std::uint32_t* source = piece_h_list(p, token_row, tile_begin) + 1 + pass0;
+      const std::uint32_t* source = token_h_list(p, token_row) + 1 + piece_entries[0] + pass0;
       for (int e = t; e < listed; e += blockDim.x) entries[e] = __ldcs(source + e);
       if (t == 0) entry_total = static_cast<std::uint32_t>(listed), pass_advance = listed;
       if (t < kPad) entries[listed + t] = 0u;
       __syncthreads();
     } else {
       const std::uint32_t* const row_base = p.packed + token_row * p.words_per_row;
-      if (warp == 0) {  // the (clamped) counts of up to 32 tiles, their exclusive scan
+      if (warp == 0) {  // the (clamped) counts of up to 32 tiles, the piece's share of each, their scans
         const int tile = pass0 + lane;
         const std::uint32_t count =
-            tile < tile_end ? min(__ldcs(row_base + static_cast<std::size_t>(tile) * slots), capacity) : 0u;
-        std::uint32_t inclusive = count;
-#pragma unroll
-        for (int offset = 1; offset < 32; offset <<= 1) {
-          const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-          if (lane >= offset) inclusive += other;
-        }
+            tile < p.tiles ? min(__ldcs(row_base + static_cast<std::size_t>(tile) * slots), capacity) : 0u;
+        const std::uint32_t inclusive = warp_inclusive_sum(count, lane);
+        const std::uint32_t first = entries_before + inclusive - count;  // the tile's first, in the token
+        const std::uint32_t from = max(first, piece_entries[0]), to = min(first + count, piece_entries[1]);
+        const std::uint32_t share = to > from ? to - from : 0u;
+        const std::uint32_t staged = warp_inclusive_sum(share, lane);
         // The scan only grows, so the tiles that fit are a prefix; lane 0's always does.
-        const unsigned fits = __ballot_sync(0xffffffffu, tile < tile_end && inclusive <= kChunkWords);
+        const unsigned fits = __ballot_sync(0xffffffffu, tile < p.tiles && staged <= kChunkWords);
         const int fitting = __popc(fits);
-        tile_offset[lane] = inclusive - count, tile_count[lane] = count;
-        const std::uint32_t fitting_entries = __shfl_sync(0xffffffffu, inclusive, fitting - 1);
-        if (lane == 0) entry_total = fitting_entries, pass_advance = fitting;
+        tile_offset[lane] = staged - share, tile_count[lane] = share,
+        tile_skip[lane] = share ? from - first : 0u;
+        const std::uint32_t fitting_entries = __shfl_sync(0xffffffffu, staged, fitting - 1);
+        const std::uint32_t through = entries_before + __shfl_sync(0xffffffffu, inclusive, fitting - 1);
+        if (lane == 0) {  // every lane has read entries_before: the shuffles above wait for all of them
+          entry_total = fitting_entries, pass_tiles = fitting;
+          // Past the piece's last entry no later tile holds any of its entries: the pass is the last.
+          pass_advance = through >= piece_entries[1] ? p.tiles - pass0 : fitting;
+          entries_before = through;
+        }
       }
       __syncthreads();
-      const int taken = pass_advance;
+      const int taken = pass_tiles;
       for (int i = warp; i < taken; i += warps) {  // one warp a tile, its entries in one coalesced run
-        const std::uint32_t* source = row_base + static_cast<std::size_t>(pass0 + i) * slots + 1;
+        const std::uint32_t* source =
+            row_base + static_cast<std::size_t>(pass0 + i) * slots + 1 + tile_skip[i];
         for (std::uint32_t e = lane; e < tile_count[i]; e += 32)
           entries[tile_offset[i] + e] = __ldcs(source + e);
       }
@@ -374,12 +389,12 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         __syncthreads();
       }
       if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)), next in this CTA's list
-        std::uint32_t* const h_list = piece_h_list(p, token_row, tile_begin);
+        std::uint32_t* const h_list = token_h_list(p, token_row) + 1 + piece_entries[0];
         for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
           const std::uint32_t word = chunk[entry];
           const __nv_bfloat16 h = __hmul(__ushort_as_bfloat16(static_cast<unsigned short>(word >> 16)),
                                          __float2bfloat16_rn(partials[0][entry]));
-          h_list[1 + written + chunk0 + entry] =
+          h_list[written + chunk0 + entry] =
               (word & 0xffffu) | (static_cast<std::uint32_t>(__bfloat16_as_ushort(h)) << 16);
         }
       } else {
@@ -442,8 +457,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
     if (pass0 < pass_end) __syncthreads();
   }
   if constexpr (kWritesH) {
-    if (t == 0 && tile_begin < tile_end)
-      *piece_h_list(p, token_row, tile_begin) = static_cast<std::uint32_t>(written);
+    if (t == 0 && piece_count == 1) *token_h_list(p, token_row) = static_cast<std::uint32_t>(written);
     return;
   }
 

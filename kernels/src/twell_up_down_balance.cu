@@ -20,8 +20,8 @@ constexpr int kRowsPerCountCta = kPlanThreads / 32;  // one warp per token
 // uniform 8-way split that measured best there on H100 (h100-small-m-2026-12-05.json, run 5).
 constexpr std::uint32_t kMinPieceEntries = kTwellMinPieceEntries;
 
-__device__ std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget, int tiles) {
-  return max(1u, min(entries / budget, static_cast<std::uint32_t>(tiles)));
+__device__ std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget) {
+  return max(1u, min(entries / budget, kTwellMaxPieces));
 }
 
 // One warp per token: its non-zeros (0 for rows flagged for the dense recomputation), and their
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_pieces_kernel(const Balance
                                                          static_cast<std::uint32_t>(p.extra));
   const int row = blockIdx.x * kPlanThreads + threadIdx.x;
   if (row == 0) plan.header[0] = budget;
-  const std::uint32_t pieces = row < p.rows ? pieces_of(plan.row_entries[row], budget, p.tiles) : 1u;
+  const std::uint32_t pieces = row < p.rows ? pieces_of(plan.row_entries[row], budget) : 1u;
   if (row < p.rows) plan.row_pieces[row] = pieces, plan.row_done[row] = 0u;
   const bool split = pieces > 1;
   const unsigned splitting = __ballot_sync(0xffffffffu, split);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CTA-per-token consumer's work balanced by each token's non-zeros. At token counts that leave
 // few tokens per resident CTA, one heavy token (hundreds of non-zeros where the mean is tens) is the
-// kernel's critical path; a plan built on the device cuts every token into pieces of contiguous
-// tiles holding about the same number of non-zeros, one CTA per piece. Pieces of one token write
+// kernel's critical path; a plan built on the device cuts every token into pieces of about the same
+// number of its non-zeros, contiguous in the packed row's order and cut inside tiles where they fall,
+// one CTA per piece. Pieces of one token write
 // fp32 partial outputs; the last piece to finish sums them in piece order, so the result does not
 // depend on scheduling.
 //
@@ -56,34 +57,17 @@ __host__ __device__ constexpr std::size_t balance_partial_slots(int extra) {
   return 2 * static_cast<std::size_t>(extra);
 }
 
-// core's twell_piece_tiles for one warp: the tiles [begin, end) of piece `piece` of `pieces` of a token
-// with `entries` non-zeros. Every lane returns the range.
-struct TileRange {
-  int begin, end;
+// core's twell_piece_entries: the non-zeros [begin, end) of piece `piece` of `pieces` of a token with
+// `entries` non-zeros, in the packed row's order.
+struct EntryRange {
+  std::uint32_t begin, end;
 };
-__device__ inline TileRange piece_tile_range(const std::uint32_t* row_words, int tiles, int slots,
-                                             std::uint32_t capacity, std::uint32_t entries, int piece,
-                                             int pieces, int lane) {
-  int begin = 0, end = 0;
-  std::uint32_t before = 0;  // non-zeros in the tiles of earlier rounds
-  for (int tile0 = 0; tile0 < tiles; tile0 += 32) {
-    const int tile = tile0 + lane;
-    const bool valid = tile < tiles;
-    const std::uint32_t count = valid ? min(row_words[static_cast<std::size_t>(tile) * slots], capacity) : 0u;
-    std::uint32_t inclusive = count;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const std::uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    const std::uint64_t first = before + inclusive - count;
-    const std::uint64_t share = first * static_cast<std::uint64_t>(pieces) / entries;
-    const int owner = share < static_cast<std::uint64_t>(pieces) ? static_cast<int>(share) : pieces - 1;
-    begin += __popc(__ballot_sync(0xffffffffu, valid && owner < piece));
-    end += __popc(__ballot_sync(0xffffffffu, valid && owner <= piece));
-    before += __shfl_sync(0xffffffffu, inclusive, 31);
-  }
-  return {begin, end};
+__device__ inline EntryRange piece_entry_range(std::uint32_t entries, int piece, int pieces) {
+  const auto at = [&](int cut) {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(cut) * entries /
+                                      static_cast<unsigned>(pieces));
+  };
+  return {at(piece), at(piece + 1)};
 }
 
 struct BalanceParams {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The plan that cuts TwELL's consumer work into pieces of about equal non-zeros: a worked example,
 // and over heavy-tailed random rows the invariants the GPU consumer relies on (extra pieces within
-// the CTAs launched for them, pieces contiguous and covering every tile, bounded non-zeros a piece).
+// the CTAs launched for them, pieces contiguous and covering every non-zero, bounded non-zeros a piece).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,34 +42,41 @@ TEST(TwellBalance, WorkedExample) {
   ASSERT_EQ(plan.extra_items.size(), 6u);
   for (std::uint32_t piece = 1; piece < 7; ++piece)
     EXPECT_EQ(plan.extra_items[piece - 1], (1u << twell::kTwellPieceBits) | piece);
-  // Piece k of row 1 takes the tiles whose first non-zero, 20 t, lies in [440 k / 7, 440 (k + 1) / 7).
-  const std::vector<std::pair<std::uint32_t, std::uint32_t>> spans = {{0, 4},   {4, 7},   {7, 10}, {10, 13},
-                                                                      {13, 16}, {16, 19}, {19, 22}};
+  // Piece k of row 1 takes its non-zeros [440 k / 7, 440 (k + 1) / 7), cut inside tiles of 20.
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> spans = {
+      {0, 62}, {62, 125}, {125, 188}, {188, 251}, {251, 314}, {314, 377}, {377, 440}};
   for (std::uint32_t piece = 0; piece < 7; ++piece) {
-    const twell::TileSpan span = twell::twell_piece_tiles(packed, 1, piece, 7);
+    const twell::EntrySpan span = twell::twell_piece_entries(440, piece, 7);
     EXPECT_EQ(span.begin, spans[piece].first) << "piece " << piece;
     EXPECT_EQ(span.end, spans[piece].second) << "piece " << piece;
   }
   EXPECT_THROW(twell::twell_plan_balanced_pieces(packed, 0), twell::Error);
-  EXPECT_THROW(twell::twell_piece_tiles(packed, 1, 7, 7), twell::Error);
+  EXPECT_THROW(twell::twell_piece_entries(440, 7, 7), twell::Error);
+  EXPECT_THROW(twell::twell_piece_entries(440, 0, 0), twell::Error);
 }
 
-TEST(TwellBalance, MinimumPieceAndTileCap) {
+TEST(TwellBalance, MinimumPieceAndPieceCap) {
   // Few non-zeros over many extra CTAs: the budget floors at kTwellMinPieceEntries.
   const TwellPacked light = rows_with_counts({{3, 3, 3}});
   const twell::TwellBalancedPieces plan = twell::twell_plan_balanced_pieces(light, 1000);
   EXPECT_EQ(plan.budget, twell::kTwellMinPieceEntries);
   EXPECT_EQ(plan.row_pieces[0], 2u);  // floor(9 / 4)
-  // One tile holding everything: never more pieces than tiles; the pieces without a tile are empty.
+  // One tile holding everything is cut as finely as any row: 7 pieces of 4 or 5 inside the tile.
   const TwellPacked one_tile = rows_with_counts({{31}});
-  const twell::TwellBalancedPieces capped = twell::twell_plan_balanced_pieces(one_tile, 1000);
-  EXPECT_EQ(capped.row_pieces[0], 7u);  // floor(31 / 4)
-  std::uint32_t covered = 0;
+  const twell::TwellBalancedPieces in_one_tile = twell::twell_plan_balanced_pieces(one_tile, 1000);
+  EXPECT_EQ(in_one_tile.row_pieces[0], 7u);  // floor(31 / 4)
   for (std::uint32_t piece = 0; piece < 7; ++piece) {
-    const twell::TileSpan span = twell::twell_piece_tiles(one_tile, 0, piece, 7);
-    covered += span.end - span.begin;
+    const twell::EntrySpan span = twell::twell_piece_entries(31, piece, 7);
+    EXPECT_GE(span.end - span.begin, 4u);
+    EXPECT_LE(span.end - span.begin, 5u);
   }
-  EXPECT_EQ(covered, 22u);
+  // A whole row live in the unbounded layout (5632 non-zeros) is cut into at most kTwellMaxPieces.
+  const std::vector<float> live(5632, 1.0f);
+  const TwellPacked dense_row = twell::twell_pack(live.data(), 1, 5632, twell::kTwellUnbounded);
+  const twell::TwellBalancedPieces capped = twell::twell_plan_balanced_pieces(dense_row, 10000);
+  EXPECT_EQ(capped.row_entries[0], 5632u);
+  EXPECT_EQ(capped.row_pieces[0], twell::kTwellMaxPieces);
+  EXPECT_EQ(capped.extra_items.size(), twell::kTwellMaxPieces - 1);
 }
 
 TEST(TwellBalance, HeavyTailedRowsKeepTheInvariants) {
@@ -88,33 +95,28 @@ TEST(TwellBalance, HeavyTailedRowsKeepTheInvariants) {
     for (std::uint32_t row = 0; row < rows; ++row) {
       const std::uint32_t pieces = plan.row_pieces[row];
       ASSERT_GE(pieces, 1u);
-      ASSERT_LE(pieces, packed.tiles());
+      ASSERT_LE(pieces, twell::kTwellMaxPieces);
       EXPECT_EQ(plan.row_slot[row], slots);
       if (pieces > 1) slots += pieces;
       const bool overflowing =
           std::binary_search(packed.overflow_rows.begin(), packed.overflow_rows.end(), row);
-      std::uint32_t next = 0, entries = 0;
-      // A piece spans e / pieces non-zeros of prefix (under twice the budget unless capped at one a
-      // tile) plus at most its last tile's overhang.
-      const std::uint32_t bound = (plan.row_entries[row] + pieces - 1) / pieces + packed.capacity();
-      if (plan.row_entries[row] / plan.budget < packed.tiles()) {
-        EXPECT_LT((plan.row_entries[row] + pieces - 1) / pieces, 2 * plan.budget + 1);
+      std::uint32_t entries = 0;  // the row's clamped counts, as the consumer stages them
+      for (std::uint32_t tile = 0; tile < packed.tiles(); ++tile)
+        entries += std::min(packed.words[row * packed.words_per_row() + tile * 32], packed.capacity());
+      // Every piece holds floor or ceil of e / pieces non-zeros: under twice the budget unless the row
+      // hit the cap on pieces.
+      const std::uint32_t most = (plan.row_entries[row] + pieces - 1) / pieces;
+      if (plan.row_entries[row] / plan.budget < twell::kTwellMaxPieces) {
+        EXPECT_LT(most, 2 * plan.budget + 1);
       }
+      std::uint32_t next = 0;
       for (std::uint32_t piece = 0; piece < pieces; ++piece) {
-        const twell::TileSpan span = twell::twell_piece_tiles(packed, row, piece, pieces);
+        const twell::EntrySpan span = twell::twell_piece_entries(plan.row_entries[row], piece, pieces);
         ASSERT_EQ(span.begin, next) << "trial " << trial << " row " << row << " piece " << piece;
-        ASSERT_LE(span.begin, span.end);
+        ASSERT_LE(span.end - span.begin, most);
         next = span.end;
-        std::uint32_t piece_entries = 0;
-        for (std::uint32_t tile = span.begin; tile < span.end; ++tile)
-          piece_entries +=
-              std::min(packed.words[row * packed.words_per_row() + tile * 32], packed.capacity());
-        if (!overflowing) {
-          EXPECT_LE(piece_entries, bound) << "trial " << trial << " row " << row << " piece " << piece;
-        }
-        entries += piece_entries;
       }
-      EXPECT_EQ(next, packed.tiles());
+      EXPECT_EQ(next, plan.row_entries[row]);
       EXPECT_EQ(plan.row_entries[row], overflowing ? 0u : entries);
     }
   }

@@ -11,11 +11,12 @@ namespace twell {
 
 /// A piece is never cut below this many non-zeros (each piece re-reads its token's tile counts).
 constexpr std::uint32_t kTwellMinPieceEntries = 4;
-/// Bits of a piece index in an extra item (a token has at most 256 tiles).
+/// Bits of a piece index in an extra item, and so the most pieces a token is cut into.
 constexpr std::uint32_t kTwellPieceBits = 8;
+constexpr std::uint32_t kTwellMaxPieces = 1u << kTwellPieceBits;
 
 struct TwellBalancedPieces {
-  std::uint32_t budget = 0;                ///< most non-zeros a piece may hold (before tile rounding)
+  std::uint32_t budget = 0;                ///< the non-zeros a piece holds, at most twice over
   std::vector<std::uint32_t> row_entries;  ///< non-zeros consumed per row; 0 for overflowing rows
   std::vector<std::uint32_t> row_pieces;   ///< pieces per row (1: not split)
   std::vector<std::uint32_t> row_slot;     ///< partial-output slots of the split rows before this row
@@ -26,20 +27,22 @@ struct TwellBalancedPieces {
 
 /// The plan for `packed` with `extra_pieces` CTAs beyond one per row (one wave of resident CTAs): with
 /// budget = max(kTwellMinPieceEntries, ceil(total non-zeros / extra_pieces)), the average work of a
-/// CTA slot, a row with e non-zeros gets floor(e / budget) pieces, at least 1 and at most one a tile.
-/// Rounding down keeps every piece under twice the budget and all pieces of the light rows within the
-/// wave (rounding up cut the rows of a uniform M 256 into more CTAs than the wave and measured slower);
-/// it also keeps the extra items within extra_pieces. Overflowing rows are not consumed (they are
-/// recomputed densely) and count no non-zeros. Throws twell::Error when extra_pieces is 0.
+/// CTA slot, a row with e non-zeros gets floor(e / budget) pieces, at least 1 and at most
+/// kTwellMaxPieces. Rounding down keeps every piece under twice the budget and all pieces of the light
+/// rows within the wave (rounding up cut the rows of a uniform M 256 into more CTAs than the wave and
+/// measured slower); it also keeps the extra items within extra_pieces. Overflowing rows are not
+/// consumed (they are recomputed densely) and count no non-zeros. Throws twell::Error when
+/// extra_pieces is 0.
 TwellBalancedPieces twell_plan_balanced_pieces(const TwellPacked& packed, std::uint32_t extra_pieces);
 
-/// The tiles [begin, end) of piece `piece` of a row cut into `pieces`: tile t belongs to the piece
-/// its first non-zero falls in, by the exclusive prefix e_t of the row's counts: min(pieces - 1,
-/// e_t * pieces / entries). Pieces are contiguous, may be empty, and together cover every tile.
-struct TileSpan {
+/// The non-zeros [begin, end) of piece `piece` of a row of `entries` cut into `pieces`, counted in the
+/// packed row's order (tile by tile, each tile's entries up to its capacity): [floor(piece e / pieces),
+/// floor((piece + 1) e / pieces)). A piece may start and end inside a tile, so a heavy token's pieces
+/// are as even as a light one's (cut at tiles, a token's longest piece held up to a tile's capacity
+/// and more, the consumer's critical path at decode-sized M). Throws twell::Error for piece >= pieces.
+struct EntrySpan {
   std::uint32_t begin = 0, end = 0;
 };
-TileSpan twell_piece_tiles(const TwellPacked& packed, std::uint32_t row, std::uint32_t piece,
-                           std::uint32_t pieces);
+EntrySpan twell_piece_entries(std::uint32_t entries, std::uint32_t piece, std::uint32_t pieces);
 
 }  // namespace twell

@@ -586,8 +586,8 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
   params.row_flags = args.row_flags;
   params.out = args.out;
   // The split form halves the rows each kernel gathers from, which matters where L2 throughput bounds
-  // the consumer. Balanced, both kernels run the same pieces: the plan counts entries, which each
-  // piece's list keeps, and each piece's tiles are its own in both.
+  // the consumer. Balanced, both kernels run the same pieces: each piece's stretch of its token's
+  // non-zeros is the plan's in both, and so is where the first kernel lists them.
   params.h_packed = gated && !args.highest_precision ? args.h_packed : nullptr;
   params.hidden = args.hidden;
   params.chunks = args.hidden / 8;

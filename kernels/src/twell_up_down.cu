@@ -327,7 +327,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         tile_skip[lane] = share ? from - first : 0u;
         const std::uint32_t fitting_entries = __shfl_sync(0xffffffffu, staged, fitting - 1);
         const std::uint32_t through = entries_before + __shfl_sync(0xffffffffu, inclusive, fitting - 1);
-        if (lane == 0) {  // every lane has read entries_before: the shuffles above wait for all of them
+        // Lane 0 overwrites entries_before, which every lane read: the barrier orders the reads first
+        // (shuffles wait for the lanes but do not order shared memory).
+        __syncwarp();
+        if (lane == 0) {
           entry_total = fitting_entries, pass_tiles = fitting;
           // Past the piece's last entry no later tile holds any of its entries: the pass is the last.
           pass_advance = through >= piece_entries[1] ? p.tiles - pass0 : fitting;

@@ -11,9 +11,16 @@ namespace twell {
 
 /// A piece is never cut below this many non-zeros (each piece re-reads its token's tile counts).
 constexpr std::uint32_t kTwellMinPieceEntries = 4;
-/// Bits of a piece index in an extra item, and so the most pieces a token is cut into.
+/// Bits of a piece index in an extra item.
 constexpr std::uint32_t kTwellPieceBits = 8;
-constexpr std::uint32_t kTwellMaxPieces = 1u << kTwellPieceBits;
+/// The most pieces a token is cut into. The last of a split token's pieces to finish sums every
+/// piece's fp32 partial alone, and one SM reads them at about 8 KiB (D 2048) per 0.08 us: a heavy
+/// token of the 0.5B checkpoint cut into 123 pieces spent 10 us there, half the consumer's time at
+/// M 64. On an H100 the consumer in that forward took 17.7-18.2 us at most 32 pieces against 21.2-21.4
+/// at 256 (19.3-19.5 at 16, 19.5-19.7 at 64), and 25.1 against 26.1-26.3 us at M 256
+/// (h100-piece-cap-2026-12-07.json).
+constexpr std::uint32_t kTwellMaxPieces = 32;
+static_assert(kTwellMaxPieces <= 1u << kTwellPieceBits, "a piece index fits its bits of an extra item");
 
 struct TwellBalancedPieces {
   std::uint32_t budget = 0;                ///< the non-zeros a piece holds, at most twice over

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dependent_launch.cuh"
 #include "mma_sync.cuh"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
@@ -230,6 +231,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
   __shared__ unsigned first_slot, piece_index, piece_count;
   __shared__ bool sums_token;
 
+  // Balanced, the kernel may be scheduled while the plan kernel finishes (launch_variant).
+  wait_for_prior_grid();
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, warps = blockDim.x >> 5;
   const int slots = p.slots_per_tile;
   const std::uint32_t capacity = static_cast<std::uint32_t>(slots - 1);
@@ -507,9 +510,13 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
   const dim3 grid(static_cast<unsigned>(ctas));
   // The split form (h_packed is set only where it applies, gated and default precision): every h,
   // then the down rows.
+  // Balanced, the plan kernel runs just before: the first kernel is scheduled while it finishes.
+  const bool overlap = params.plan != nullptr && dependent_launch_supported();
+  const char* const name = "twell_up_down_kernel (CTAs per token or per balanced piece)";
   if (params.h_packed != nullptr) {
     // h as one list per CTA, which the second kernel reads without the packed rows' empty slots.
-    twell_up_down_kernel<true, false, kMaxThreads, true><<<grid, threads, 0, stream>>>(params);
+    launch_dependent(twell_up_down_kernel<true, false, kMaxThreads, true>, grid, dim3(threads), stream,
+                     overlap, name, params);
     UpDownParams down = params;
     down.x = nullptr;
     down.up = nullptr;
@@ -517,13 +524,17 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
     return;
   }
   if (gated && highest) {
-    twell_up_down_kernel<true, true, kMaxThreads><<<grid, threads, 0, stream>>>(params);
+    launch_dependent(twell_up_down_kernel<true, true, kMaxThreads>, grid, dim3(threads), stream, overlap,
+                     name, params);
   } else if (gated) {
-    twell_up_down_kernel<true, false, kMaxThreads><<<grid, threads, 0, stream>>>(params);
+    launch_dependent(twell_up_down_kernel<true, false, kMaxThreads>, grid, dim3(threads), stream, overlap,
+                     name, params);
   } else if (highest) {
-    twell_up_down_kernel<false, true, kMaxThreads><<<grid, threads, 0, stream>>>(params);
+    launch_dependent(twell_up_down_kernel<false, true, kMaxThreads>, grid, dim3(threads), stream, overlap,
+                     name, params);
   } else {
-    twell_up_down_kernel<false, false, kMaxThreads><<<grid, threads, 0, stream>>>(params);
+    launch_dependent(twell_up_down_kernel<false, false, kMaxThreads>, grid, dim3(threads), stream, overlap,
+                     name, params);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dependent_launch.cuh"
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
@@ -27,6 +28,7 @@ __device__ std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget) 
 // One warp per token: its non-zeros (0 for rows flagged for the dense recomputation), and their
 // total over all tokens.
 __global__ void __launch_bounds__(kPlanThreads) count_row_entries_kernel(const BalanceParams p) {
+  allow_dependent_launch();  // the plan kernel waits for this one before it reads the counts
   __shared__ std::uint32_t block_entries;
   const BalancePlanView plan = balance_plan_view(p.plan, p.rows);
   const int lane = threadIdx.x & 31;
@@ -55,6 +57,8 @@ __global__ void __launch_bounds__(kPlanThreads) count_row_entries_kernel(const B
 // token's slots, (pieces - 1) + 1, never overlap another's. Where the items land depends on
 // scheduling; what each piece computes and the order its partials are summed in do not.
 __global__ void __launch_bounds__(kPlanThreads) plan_pieces_kernel(const BalanceParams p) {
+  wait_for_prior_grid();
+  allow_dependent_launch();  // the consumer waits for the plan before it reads it
   const BalancePlanView plan = balance_plan_view(p.plan, p.rows);
   const std::uint32_t total = plan.header[1];
   // With budget >= total / extra, the pieces after each token's first number at most `extra`
@@ -98,8 +102,8 @@ void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t strea
   };
   count_row_entries_kernel<<<ctas(params.rows, kRowsPerCountCta), kPlanThreads, 0, stream>>>(params);
   TWELL_CUDA_CHECK_LAUNCH("count_row_entries_kernel");
-  plan_pieces_kernel<<<ctas(params.rows, kPlanThreads), kPlanThreads, 0, stream>>>(params);
-  TWELL_CUDA_CHECK_LAUNCH("plan_pieces_kernel");
+  launch_dependent(plan_pieces_kernel, dim3(ctas(params.rows, kPlanThreads)), dim3(kPlanThreads), stream,
+                   dependent_launch_supported(), "plan_pieces_kernel", params);
 }
 
 }  // namespace up_down

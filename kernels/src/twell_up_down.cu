@@ -11,8 +11,9 @@
 // on H200, alternated (h200-gate-lane-placing-consumer-2026-12-05.json).
 //
 // The split form (UpDownArgs::h_packed, gated and default precision): a first kernel runs phase 1 and writes
-// each non-zero's h, rounded to bf16 as phase 2 rounds it, as one list per CTA (a token, or a piece of
-// one in the balanced launch); the non-gated kernel then accumulates the down rows from the lists.
+// each non-zero's h, rounded to bf16 as phase 2 rounds it, as one list per token (in the balanced
+// launch each piece writes its stretch of it); the non-gated kernel then accumulates the down rows from
+// the lists.
 // The output is the fused kernel's bit for bit. Each kernel then gathers rows of one matrix,
 // 23 MB at D 2048, N 5632 instead of 46. On an H100, where the fused kernel keeps L2 97 % busy at a 52 %
 // hit rate, the two took 4.11-4.13 ms against its 4.65-4.70 at M 131072, 0.5 % (0.996-0.998x at 1-2 %),
@@ -394,7 +395,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
         }
         __syncthreads();
       }
-      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)), next in this CTA's list
+      if constexpr (kWritesH) {  // h_j = bf16(gate_j * bf16(u_j)), next in this piece's stretch of the list
         std::uint32_t* const h_list = token_h_list(p, token_row) + 1 + piece_entries[0];
         for (int entry = t; entry < chunk_entries; entry += blockDim.x) {
           const std::uint32_t word = chunk[entry];
@@ -508,13 +509,13 @@ template <int kMaxThreads>
 void launch_variant(const UpDownParams& params, bool gated, bool highest, int ctas, int threads,
                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas));
-  // The split form (h_packed is set only where it applies, gated and default precision): every h,
-  // then the down rows.
   // Balanced, the plan kernel runs just before: the first kernel is scheduled while it finishes.
   const bool overlap = params.plan != nullptr && dependent_launch_supported();
   const char* const name = "twell_up_down_kernel (CTAs per token or per balanced piece)";
+  // The split form (h_packed is set only where it applies, gated and default precision): every h,
+  // then the down rows.
   if (params.h_packed != nullptr) {
-    // h as one list per CTA, which the second kernel reads without the packed rows' empty slots.
+    // h as one list per token, which the second kernel reads without the packed rows' empty slots.
     launch_dependent(twell_up_down_kernel<true, false, kMaxThreads, true>, grid, dim3(threads), stream,
                      overlap, name, params);
     UpDownParams down = params;

@@ -3,9 +3,8 @@
 // few tokens per resident CTA, one heavy token (hundreds of non-zeros where the mean is tens) is the
 // kernel's critical path; a plan built on the device cuts every token into pieces of about the same
 // number of its non-zeros, contiguous in the packed row's order and cut inside tiles where they fall,
-// one CTA per piece. Pieces of one token write
-// fp32 partial outputs; the last piece to finish sums them in piece order, so the result does not
-// depend on scheduling.
+// one CTA per piece. Pieces of one token write fp32 partial outputs; the last piece to finish sums
+// them in piece order, so the result does not depend on scheduling.
 //
 // The plan is core's twell_plan_balanced_pieces (its CPU reference) in one array of 32-bit words,
 // built after the gate by count_row_entries_kernel and plan_pieces_kernel:

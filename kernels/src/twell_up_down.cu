@@ -507,10 +507,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMaxThreads <= 256 ? kMinBlocks :
 
 template <int kMaxThreads>
 void launch_variant(const UpDownParams& params, bool gated, bool highest, int ctas, int threads,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool dependent_launch) {
   const dim3 grid(static_cast<unsigned>(ctas));
-  // Balanced, the plan kernel runs just before: the first kernel is scheduled while it finishes.
-  const bool overlap = params.plan != nullptr && dependent_launch_supported();
+  // Balanced, the plan kernel runs just before: the consumer is scheduled while it finishes.
+  const bool overlap = params.plan != nullptr && dependent_launch;
   const char* const name = "twell_up_down_kernel (CTAs per token or per balanced piece)";
   // The split form (h_packed is set only where it applies, gated and default precision): every h,
   // then the down rows.
@@ -521,7 +521,9 @@ void launch_variant(const UpDownParams& params, bool gated, bool highest, int ct
     UpDownParams down = params;
     down.x = nullptr;
     down.up = nullptr;
-    twell_up_down_kernel<false, false, kMaxThreads, false, true><<<grid, threads, 0, stream>>>(down);
+    // Scheduled while the first finishes; it waits for every h before it reads one.
+    launch_dependent(twell_up_down_kernel<false, false, kMaxThreads, false, true>, grid, dim3(threads),
+                     stream, dependent_launch, name, down);
     return;
   }
   if (gated && highest) {
@@ -613,6 +615,8 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
 
   int device = 0;
   TWELL_CUDA_CHECK(cudaGetDevice(&device));
+  // Queried once for the plan kernels and the consumer (each scheduled while the one before finishes).
+  const bool overlap = dependent_launch_supported();
   const UpDownBalanceSizes balance = up_down_balance_sizes(args.rows, args.hidden, device);
   const bool balanced = kernel == UpDownKernel::BalancedCta && balance.extra_pieces > 0 &&
                         args.balance_plan != nullptr && args.balance_plan_words >= balance.plan_words &&
@@ -633,17 +637,17 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
     plan.words_per_row = params.words_per_row;
     plan.extra = balance.extra_pieces;
     plan.capacity = static_cast<std::uint32_t>(params.slots_per_tile - 1);
-    up_down::launch_plan_balanced_pieces(plan, stream);
+    up_down::launch_plan_balanced_pieces(plan, stream, overlap);
   }
 
   const int ctas = args.rows + params.extra;
   const int threads = (params.chunks + 31) / 32 * 32;
   if (threads <= 256) {
-    launch_variant<256>(params, gated, args.highest_precision, ctas, threads, stream);
+    launch_variant<256>(params, gated, args.highest_precision, ctas, threads, stream, overlap);
   } else if (threads <= 512) {
-    launch_variant<512>(params, gated, args.highest_precision, ctas, threads, stream);
+    launch_variant<512>(params, gated, args.highest_precision, ctas, threads, stream, overlap);
   } else {
-    launch_variant<1024>(params, gated, args.highest_precision, ctas, threads, stream);
+    launch_variant<1024>(params, gated, args.highest_precision, ctas, threads, stream, overlap);
   }
   TWELL_CUDA_CHECK_LAUNCH("twell_up_down_kernel (CTAs per token or per balanced piece)");
 }

@@ -15,8 +15,6 @@ namespace twell::cuda {
 namespace up_down {
 namespace {
 
-constexpr int kPlanThreads = 256;
-constexpr int kRowsPerCountCta = kPlanThreads / 32;  // one warp per token
 // At M 64 and 0.5 % (28 non-zeros a token) the minimum piece gives 7 pieces a token, close to the
 // uniform 8-way split that measured best there on H100 (h100-small-m-2026-12-05.json, run 5).
 constexpr std::uint32_t kMinPieceEntries = kTwellMinPieceEntries;
@@ -25,31 +23,35 @@ __device__ std::uint32_t pieces_of(std::uint32_t entries, std::uint32_t budget) 
   return max(1u, min(entries / budget, kTwellMaxPieces));
 }
 
-// One warp per token: its non-zeros (0 for rows flagged for the dense recomputation), and their
-// total over all tokens.
+// One warp per token: its non-zeros (0 for rows flagged for the dense recomputation), and each
+// CTA's total. Launched as a dependent of the gate, it touches nothing before the gate has finished.
 __global__ void __launch_bounds__(kPlanThreads) count_row_entries_kernel(const BalanceParams p) {
+  wait_for_prior_grid();
   allow_dependent_launch();  // the plan kernel waits for this one before it reads the counts
-  __shared__ std::uint32_t block_entries;
+  __shared__ std::uint32_t warp_entries[kRowsPerCountCta];
   const BalancePlanView plan = balance_plan_view(p.plan, p.rows);
-  const int lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) block_entries = 0;
-  __syncthreads();
-  const int row = blockIdx.x * kRowsPerCountCta + (threadIdx.x >> 5);
-  if (row < p.rows) {
-    std::uint32_t entries = 0;
-    if (p.row_flags == nullptr || p.row_flags[row] == 0u) {
-      const std::uint32_t* words = p.packed + static_cast<std::size_t>(row) * p.words_per_row;
-      for (int tile = lane; tile < p.tiles; tile += 32)
-        entries += min(words[static_cast<std::size_t>(tile) * p.slots], p.capacity);
-    }
-    entries = __reduce_add_sync(0xffffffffu, entries);
-    if (lane == 0) {
-      plan.row_entries[row] = entries;
-      atomicAdd(&block_entries, entries);
-    }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // The 64-bit counter the plan kernel claims extra pieces and slots from.
+  if (blockIdx.x == 0 && threadIdx.x < 2) plan.header[2 + threadIdx.x] = 0u;
+  const int row = blockIdx.x * kRowsPerCountCta + warp;
+  std::uint32_t entries = 0;
+  if (row < p.rows && (p.row_flags == nullptr || p.row_flags[row] == 0u)) {
+    const std::uint32_t* words = p.packed + static_cast<std::size_t>(row) * p.words_per_row;
+    for (int tile = lane; tile < p.tiles; tile += 32)
+      entries += min(words[static_cast<std::size_t>(tile) * p.slots], p.capacity);
+  }
+  entries = __reduce_add_sync(0xffffffffu, entries);
+  if (lane == 0) {
+    if (row < p.rows) plan.row_entries[row] = entries;
+    warp_entries[warp] = entries;
   }
   __syncthreads();
-  if (threadIdx.x == 0) atomicAdd(&plan.header[1], block_entries);
+  if (threadIdx.x == 0) {
+    std::uint32_t total = 0;
+#pragma unroll
+    for (int w = 0; w < kRowsPerCountCta; ++w) total += warp_entries[w];
+    plan.count_totals[blockIdx.x] = total;
+  }
 }
 
 // One thread per token: its pieces, as core's twell_plan_balanced_pieces. Split tokens take their
@@ -60,13 +62,23 @@ __global__ void __launch_bounds__(kPlanThreads) plan_pieces_kernel(const Balance
   wait_for_prior_grid();
   allow_dependent_launch();  // the consumer waits for the plan before it reads it
   const BalancePlanView plan = balance_plan_view(p.plan, p.rows);
-  const std::uint32_t total = plan.header[1];
+  // Every CTA sums the counting CTAs' totals (at most a few hundred words, read from L2).
+  __shared__ std::uint32_t all_entries;
+  if (threadIdx.x == 0) all_entries = 0;
+  __syncthreads();
+  std::uint32_t some_entries = 0;
+  for (int cta = threadIdx.x; cta < balance_count_ctas(p.rows); cta += kPlanThreads)
+    some_entries += plan.count_totals[cta];
+  some_entries = __reduce_add_sync(0xffffffffu, some_entries);
+  if ((threadIdx.x & 31) == 0 && some_entries != 0) atomicAdd(&all_entries, some_entries);
+  __syncthreads();
+  const std::uint32_t total = all_entries;
   // With budget >= total / extra, the pieces after each token's first number at most `extra`
   // (pieces - 1 <= entries / budget, summed over tokens).
   const std::uint32_t budget = max(kMinPieceEntries, (total + static_cast<std::uint32_t>(p.extra) - 1) /
                                                          static_cast<std::uint32_t>(p.extra));
   const int row = blockIdx.x * kPlanThreads + threadIdx.x;
-  if (row == 0) plan.header[0] = budget;
+  if (row == 0) plan.header[0] = budget, plan.header[1] = total;
   const std::uint32_t pieces = row < p.rows ? pieces_of(plan.row_entries[row], budget) : 1u;
   if (row < p.rows) plan.row_pieces[row] = pieces, plan.row_done[row] = 0u;
   const bool split = pieces > 1;
@@ -95,15 +107,12 @@ __global__ void __launch_bounds__(kPlanThreads) plan_pieces_kernel(const Balance
 
 }  // namespace
 
-void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t stream) {
-  TWELL_CUDA_CHECK(cudaMemsetAsync(params.plan, 0, 4 * sizeof(std::uint32_t), stream));
-  const auto ctas = [](int items, int per_cta) {
-    return static_cast<unsigned>((items + per_cta - 1) / per_cta);
-  };
-  count_row_entries_kernel<<<ctas(params.rows, kRowsPerCountCta), kPlanThreads, 0, stream>>>(params);
-  TWELL_CUDA_CHECK_LAUNCH("count_row_entries_kernel");
-  launch_dependent(plan_pieces_kernel, dim3(ctas(params.rows, kPlanThreads)), dim3(kPlanThreads), stream,
-                   dependent_launch_supported(), "plan_pieces_kernel", params);
+void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t stream, bool overlap) {
+  const unsigned plan_ctas = static_cast<unsigned>((params.rows + kPlanThreads - 1) / kPlanThreads);
+  launch_dependent(count_row_entries_kernel, dim3(static_cast<unsigned>(balance_count_ctas(params.rows))),
+                   dim3(kPlanThreads), stream, overlap, "count_row_entries_kernel", params);
+  launch_dependent(plan_pieces_kernel, dim3(plan_ctas), dim3(kPlanThreads), stream, overlap,
+                   "plan_pieces_kernel", params);
 }
 
 }  // namespace up_down

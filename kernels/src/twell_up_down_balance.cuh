@@ -14,7 +14,9 @@
 //   row_pieces[rows]    pieces of each token (1 = not split)
 //   row_slot[rows]      a split token's first partial-output slot (unset for whole tokens)
 //   row_done[rows]      a split token's pieces finished so far (zeroed by the plan)
+//   count_totals[count CTAs]  the non-zeros each counting CTA saw, summed by the plan kernel
 //   extra_items[extra]  (row << 8 | piece) for every piece after a token's first
+// The counting kernel clears [2..3] and the plan kernel writes [0..1], so no memset runs before them.
 // Slots and items are placed in the order warps claimed their space, which varies between runs.
 // The consumer runs `extra` CTAs for the extra pieces (those past the planned count exit) and then
 // one CTA per token for its first piece.
@@ -30,6 +32,8 @@
 namespace twell::cuda::up_down {
 
 constexpr int kResidentConsumerCtasPerSm = 4;  // the consumer's launch bounds (256 threads)
+constexpr int kPlanThreads = 256;
+constexpr int kRowsPerCountCta = kPlanThreads / 32;  // one warp per token
 constexpr std::uint32_t kPieceBits = kTwellPieceBits;
 constexpr std::uint32_t kPieceMask = (1u << kPieceBits) - 1u;
 
@@ -39,16 +43,29 @@ struct BalancePlanView {
   std::uint32_t* row_pieces;
   std::uint32_t* row_slot;
   std::uint32_t* row_done;
+  std::uint32_t* count_totals;
   std::uint32_t* extra_items;
 };
 
+__host__ __device__ constexpr int balance_count_ctas(int rows) {
+  return (rows + kRowsPerCountCta - 1) / kRowsPerCountCta;
+}
+
 __host__ __device__ inline BalancePlanView balance_plan_view(std::uint32_t* plan, int rows) {
   const std::size_t m = static_cast<std::size_t>(rows);
-  return {plan, plan + 4, plan + 4 + m, plan + 4 + 2 * m, plan + 4 + 3 * m, plan + 4 + 4 * m};
+  std::uint32_t* const count_totals = plan + 4 + 4 * m;
+  return {plan,
+          plan + 4,
+          plan + 4 + m,
+          plan + 4 + 2 * m,
+          plan + 4 + 3 * m,
+          count_totals,
+          count_totals + balance_count_ctas(rows)};
 }
 
 __host__ __device__ constexpr std::size_t balance_plan_words(int rows, int extra) {
-  return 4 + 4 * static_cast<std::size_t>(rows) + static_cast<std::size_t>(extra);
+  return 4 + 4 * static_cast<std::size_t>(rows) + static_cast<std::size_t>(balance_count_ctas(rows)) +
+         static_cast<std::size_t>(extra);
 }
 
 // Split tokens hold at least two pieces each, so the partial slots are at most twice the extra pieces.
@@ -77,7 +94,8 @@ struct BalanceParams {
   std::uint32_t capacity;
 };
 
-/// Counts every token's non-zeros and plans its pieces (the header zeroed first, on `stream`).
-void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t stream);
+/// Counts every token's non-zeros and plans its pieces on `stream`, both kernels overlapping the
+/// kernel before each where `overlap` is set (dependent_launch.cuh).
+void launch_plan_balanced_pieces(const BalanceParams& params, cudaStream_t stream, bool overlap);
 
 }  // namespace twell::cuda::up_down

@@ -42,7 +42,9 @@ TEST(TwellUpDownBalance, SizesFollowTheGpu) {
   for (int rows : {1, 64, wave, 8 * wave}) {
     const cuda::UpDownBalanceSizes sizes = cuda::up_down_balance_sizes(rows, 2048, device);
     EXPECT_EQ(sizes.extra_pieces, wave) << rows;
-    EXPECT_EQ(sizes.plan_words, 4 + 4 * static_cast<std::size_t>(rows) + static_cast<std::size_t>(wave));
+    EXPECT_EQ(sizes.plan_words, 4 + 4 * static_cast<std::size_t>(rows) +
+                                    static_cast<std::size_t>((rows + 7) / 8) +
+                                    static_cast<std::size_t>(wave));
     EXPECT_EQ(sizes.partial_elements, 2 * static_cast<std::size_t>(wave) * 2048);
   }
   // From 8 tokens a resident CTA slot on, no plan: M 131072 runs one CTA per token.

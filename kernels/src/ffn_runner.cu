@@ -42,8 +42,15 @@ struct FfnRunner::Impl {
   Event counters_ready{false};
   // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
   // on its own high-priority stream, from the gate's completion, joined back before the FFN returns.
+  // The overflow state is cleared and its counts copied to the host on the same stream, so the gate
+  // and the consumer's kernels follow each other on `stream` without a copy or memset between them.
   std::optional<Stream> overflow_stream;
   Event overflow_done{false};
+  Event ffn_start{false}, state_cleared{false}, gate_done{false};
+  cudaStream_t side_stream() {
+    if (!overflow_stream) overflow_stream.emplace(highest_stream_priority());
+    return overflow_stream->get();
+  }
   std::uint64_t last_rows = 0, last_tiles = 0;
   // After an OverflowRoute::Unbounded call the counts are in flight to counters_host, read when asked.
   bool counts_pending = false;
@@ -332,8 +339,19 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
 
   {
     ScopedTrace scope(tracer, with_op(tag, "gate_pack"));
-    TWELL_CUDA_CHECK(
-        cudaMemsetAsync(impl.overflow_state.data(), 0, (2 + rows) * sizeof(std::uint32_t), stream));
+    const cudaStream_t side = impl.side_stream();
+    const std::size_t state_bytes = (2 + rows) * sizeof(std::uint32_t);
+    // Behind cuBLAS's GEMM the state is cleared on the side stream while the GEMM runs (after
+    // everything before this call, its last reader included), and the pack waits for it; the fused
+    // gates write it first, so it is cleared in line.
+    if (gate == GateKernel::CublasPack) {
+      impl.ffn_start.record(stream);
+      TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.ffn_start.get(), 0));
+      TWELL_CUDA_CHECK(cudaMemsetAsync(impl.overflow_state.data(), 0, state_bytes, side));
+      impl.state_cleared.record(side);
+    } else {
+      TWELL_CUDA_CHECK(cudaMemsetAsync(impl.overflow_state.data(), 0, state_bytes, stream));
+    }
     const __nv_bfloat16* weight = gated ? weights.gate : weights.up;
     if (gate == GateKernel::Sm90) {
       GatePackSm90Params pack;
@@ -355,6 +373,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       impl.gate_preactivations.ensure(rows * neurons);
       impl.dense.matmul().gemm_nt(x, weight, impl.gate_preactivations.data(), tokens, neurons, weights.hidden,
                                   neurons, GemmEpilogue::None, stream);
+      TWELL_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.state_cleared.get(), 0));
       PackDenseArgs pack;
       pack.preactivations = impl.gate_preactivations.data();
       pack.rows = tokens;
@@ -377,9 +396,12 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       pack.overflow = {impl.overflow_state.data(), row_flags, impl.overflow_rows.data()};
       launch_twell_gate_pack(pack, stream);
     }
+    // The counts go to the host from the side stream: the consumer's kernels follow the gate's.
+    impl.gate_done.record(stream);
+    TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.gate_done.get(), 0));
     TWELL_CUDA_CHECK(cudaMemcpyAsync(impl.counters_host.data(), impl.overflow_state.data(),
-                                     2 * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
-    impl.counters_ready.record(stream);
+                                     2 * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, side));
+    impl.counters_ready.record(side);
   }
   {
     ScopedTrace scope(tracer, with_op(tag, "up_down"));
@@ -400,6 +422,9 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
       attach_balance_workspace(consume, tokens, weights.hidden, impl.balance_plan, impl.balance_partials);
     if (impl.last_split) consume.h_packed = impl.h_packed.data();
     launch_twell_up_down(consume, stream);
+    // Whatever follows on the stream (the next call's clearing of the state among it) comes after the
+    // copy, which finished long before the consumer.
+    TWELL_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.counters_ready.get(), 0));
   }
 
   // The consumer is queued behind the gate kernel; waiting for the counters only costs host time,
@@ -417,9 +442,7 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
   const std::size_t tail_elements = impl.last_rows * static_cast<std::size_t>(weights.hidden);
   impl.tail_input.ensure(tail_elements);
   impl.tail_output.ensure(tail_elements);
-  if (!impl.overflow_stream) impl.overflow_stream.emplace(highest_stream_priority());
-  const cudaStream_t side = impl.overflow_stream->get();
-  TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.counters_ready.get(), 0));
+  const cudaStream_t side = impl.side_stream();  // where the counters were copied, in order after it
   launch_gather_rows(x, impl.overflow_rows.data(), overflow, weights.hidden, impl.tail_input.data(), side);
   if (route == OverflowRoute::Sparse) {
     consume_overflow_sparsely(weights, options, gate, side);

@@ -64,6 +64,16 @@ struct BreakEvenPoint {
 // With the split consumer (the H100's from M 4096), two runs on each of two fresh machines crossed at
 // 0.946-0.982 % at M 4096 and 1.082-1.099 % at M 8192 (h100-break-even-mid-m-2026-12-06.json): the
 // H100's rows there moved from 0.93 / 1.04 % to 0.94 / 1.08 %.
+// Once the runner stopped putting a memset and a copy between the gate's and the consumer's kernels
+// (2026-12-07, h100-side-stream-counters-2026-12-07.json), the all-TwELL forward came near dense up to
+// M 2048. On checkpoints generated at 0.25 / 0.5 / 1 / 2 %, dense over TwELL on one warm machine, two
+// runs each: 1.05 / 1.02 / 0.71 / 0.70 at M 64, 1.04 / 1.00 / 0.70 / 0.70 at M 128, 0.95 / 0.94 /
+// 0.89 / 0.78 at M 256, 1.06 / 1.02 / 0.90 / 0.74 at M 512, 1.06 / 1.01 / 0.88 / 0.68 at M 1024,
+// 1.11 / 1.06 / 0.92 / 0.73 at M 2048. A fresh machine then gave 0.89 / 0.99 / 0.91 / 1.00 / 1.03 /
+// 1.05 at 0.5 %: only M 1024 and 2048 won in every run, so only their rows moved. In the densities
+// the dispatch compares (each layer's, measured on the forward's tokens: layer means 0.43 / 0.42 %
+// there at 0.5 %, 0.87 / 0.85 % at 1 %), the lower of the runs' crossings, linear between 0.5 and 1 %,
+// is 0.46 % at M 1024 and 0.60 % at M 2048. The H200's rows stay 0: no H200 was lent to measure.
 constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 128, 0.0, "bench_end_to_end on an H100, 2026-12-05"},
@@ -75,12 +85,12 @@ constexpr BreakEvenPoint kMeasured[] = {
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 8192, 0.0118, "bench_ffn, H200, 2026-12-05"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 16384, 0.0108, "bench_ffn, H200, 2026-12-03"},
     {"NVIDIA H200", 9, 0, 2048, 5632, 8, true, 131072, 0.0105, "bench_ffn, H200, 2026-12-04"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_end_to_end, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0, "bench_end_to_end, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0, "bench_end_to_end, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0, "bench_end_to_end, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0, "bench_end_to_end, H100, 2026-12-05"},
-    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0, "bench_end_to_end, H100, 2026-12-05"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 64, 0.0, "bench_end_to_end, H100, 2026-12-07"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 128, 0.0, "bench_end_to_end, H100, 2026-12-07"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 256, 0.0, "bench_end_to_end, H100, 2026-12-07"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 512, 0.0, "bench_end_to_end, H100, 2026-12-07"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 1024, 0.0046, "bench_end_to_end, H100, 2026-12-07"},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 2048, 0.0060, "bench_end_to_end, H100, 2026-12-07"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 4096, 0.0094, "bench_ffn, H100, 2026-12-06"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 8192, 0.0108, "bench_ffn, H100, 2026-12-06"},
     {"NVIDIA H100 80GB HBM3", 9, 0, 2048, 5632, 8, true, 16384, 0.0117, "bench_ffn, H100, 2026-12-06"},

@@ -42,8 +42,9 @@ struct FfnRunner::Impl {
   Event counters_ready{false};
   // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
   // on its own high-priority stream, from the gate's completion, joined back before the FFN returns.
-  // The overflow state is cleared and its counts copied to the host on the same stream, so the gate
-  // and the consumer's kernels follow each other on `stream` without a copy or memset between them.
+  // Behind cuBLAS's gate GEMM the overflow state is cleared on the same stream, and after every gate
+  // its counts are copied from it to the host, so the gate's and the consumer's kernels follow each
+  // other on `stream` without a memset or copy between them.
   std::optional<Stream> overflow_stream;
   Event overflow_done{false};
   Event ffn_start{false}, state_cleared{false}, gate_done{false};

@@ -94,7 +94,7 @@ std::uint64_t CudaBackend::run_ffn(std::size_t layer, FfnPath path, const FfnOpt
 
 void CudaBackend::launch_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
                              std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
-                             const bf16** gate_preactivation) {
+                             const bf16** gate_preactivation, std::uint32_t* counters_host) {
   TraceTag ffn_tag = tag;
   ffn_tag.layer = static_cast<int>(layer);
   if (ffn_tag.path.empty()) ffn_tag.path = to_string(path);
@@ -104,7 +104,7 @@ void CudaBackend::launch_ffn(std::size_t layer, FfnPath path, const FfnOptions& 
     return;
   }
   m_ffn->set_twell_kernels(twell_kernels_from_request(options.twell_kernels));
-  m_ffn->twell(ffn_weights(layer), options, x, rows, out, tracer, ffn_tag);
+  m_ffn->twell(ffn_weights(layer), options, x, rows, out, tracer, ffn_tag, counters_host);
 }
 
 std::uint64_t CudaBackend::run_layer_ffn(std::size_t layer, FfnPath path, const FfnOptions& options,

@@ -188,10 +188,11 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
   ActivationBuffers& a = m_activations;
   ForwardResult result;
   result.layers.resize(m_layers.size());
-  if (!m_forward_overflow || m_forward_overflow->size() < m_layers.size())
+  // Each TwELL layer's gate counters (overflowing rows, then tiles), read after the forward.
+  if (!m_forward_overflow || m_forward_overflow->size() < 2 * m_layers.size())
     m_forward_overflow =
-        std::make_unique<PinnedBuffer<std::uint32_t>>(std::max<std::size_t>(m_layers.size(), 1));
-  std::uint32_t* overflow_counts = m_forward_overflow->data();
+        std::make_unique<PinnedBuffer<std::uint32_t>>(std::max<std::size_t>(2 * m_layers.size(), 2));
+  std::uint32_t* layer_counters = m_forward_overflow->data();
 
   {
     const ScopedTrace scope(tracer, tagged(-1, "embedding"));
@@ -242,11 +243,12 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     const FfnPath path = options.path_of(l);
     const bool keep_gate = options.capture_statistics && path == FfnPath::Dense;
     const bf16* gate_preactivation = nullptr;
+    // The counters land from the runner's side stream and are read after the forward: asking now
+    // would hold the host until this layer's gate is done.
+    std::uint32_t* counters = layer_counters + 2 * l;
+    counters[0] = 0;
     launch_ffn(l, path, options.ffn, a.normed.data(), m, a.ffn_out.data(), tracer, base_tag,
-               keep_gate ? &gate_preactivation : nullptr);
-    // Read after the forward: asking now would hold the host until this layer's gate is done.
-    overflow_counts[l] = 0;
-    if (path == FfnPath::Twell) m_ffn->last_overflow_rows_into(&overflow_counts[l]);
+               keep_gate ? &gate_preactivation : nullptr, path == FfnPath::Twell ? counters : nullptr);
     if (options.capture_statistics)
       result.layers[l].summary =
           summarize_layer(l, gate_preactivation, m, options, tracer, tagged(layer, "statistics"));
@@ -264,7 +266,7 @@ ForwardResult CudaBackend::forward(const TokenBatch& tokens, const ForwardOption
     result.layers.back().hidden_out = copy_to_host(a.residual.data(), m, d);
   if (options.keep_final_hidden) result.final_hidden = copy_to_host(a.normed.data(), m, d);
   TWELL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (std::size_t l = 0; l < m_layers.size(); ++l) result.layers[l].overflow_rows = overflow_counts[l];
+  for (std::size_t l = 0; l < m_layers.size(); ++l) result.layers[l].overflow_rows = layer_counters[2 * l];
   return result;
 }
 

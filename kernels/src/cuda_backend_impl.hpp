@@ -85,10 +85,11 @@ class CudaBackend final : public Backend {
   std::uint64_t run_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
                         std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
                         const bf16** gate_preactivation);
-  /// run_ffn without reading the overflow count (FfnRunner::last_overflow_rows_into queues it).
+  /// run_ffn without reading the overflow count: TwELL's counters go to `counters_host` where given
+  /// (FfnRunner::twell).
   void launch_ffn(std::size_t layer, FfnPath path, const FfnOptions& options, const bf16* x,
                   std::int64_t tokens, bf16* out, Tracer* tracer, const TraceTag& tag,
-                  const bf16** gate_preactivation);
+                  const bf16** gate_preactivation, std::uint32_t* counters_host = nullptr);
   void prepare_activations(std::int64_t tokens, std::uint32_t batch, std::uint32_t sequence,
                            const ForwardOptions& options, bool with_hook);
   void prepare_rope(std::uint32_t batch, std::uint32_t sequence);

@@ -38,7 +38,9 @@ struct FfnRunner::Impl {
   DeviceBuffer<std::uint32_t> tail_packed;          ///< [overflow rows, tiles * 512]: unbounded layout
   DeviceBuffer<std::uint32_t> tail_balance_plan;
   DeviceBuffer<float> tail_balance_partials;
-  PinnedBuffer<std::uint32_t> counters_host{2};
+  PinnedBuffer<std::uint32_t> own_counters_host{2};
+  std::uint32_t* counters_host =
+      nullptr;  // where the last call's counters went: own_counters_host or the caller's
   Event counters_ready{false};
   // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
   // on its own high-priority stream, from the gate's completion, joined back before the FFN returns.
@@ -58,8 +60,8 @@ struct FfnRunner::Impl {
   void read_pending_counts() {
     if (!counts_pending) return;
     counters_ready.synchronize();
-    last_rows = counters_host.data()[0];
-    last_tiles = counters_host.data()[1];
+    last_rows = counters_host[0];
+    last_tiles = counters_host[1];
     counts_pending = false;
   }
   bool tiles_counted = true;
@@ -292,7 +294,8 @@ void FfnRunner::dense(const FfnDeviceWeights& weights, Activation activation, co
 }
 
 void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x,
-                      int tokens, __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag) {
+                      int tokens, __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag,
+                      std::uint32_t* counters_host) {
   validate_ffn_weights(weights, true);
   if (tokens <= 0) throw Error(Error::Kind::InvalidInput, "TwELL FFN: token count must be positive");
   const std::uint32_t compression = options.compression;
@@ -400,7 +403,8 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     // The counts go to the host from the side stream: the consumer's kernels follow the gate's.
     impl.gate_done.record(stream);
     TWELL_CUDA_CHECK(cudaStreamWaitEvent(side, impl.gate_done.get(), 0));
-    TWELL_CUDA_CHECK(cudaMemcpyAsync(impl.counters_host.data(), impl.overflow_state.data(),
+    impl.counters_host = counters_host != nullptr ? counters_host : impl.own_counters_host.data();
+    TWELL_CUDA_CHECK(cudaMemcpyAsync(impl.counters_host, impl.overflow_state.data(),
                                      2 * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, side));
     impl.counters_ready.record(side);
   }
@@ -507,16 +511,6 @@ void FfnRunner::consume_overflow_sparsely(const FfnDeviceWeights& weights, const
 std::uint64_t FfnRunner::last_overflow_rows() const {
   m_impl->read_pending_counts();
   return m_impl->last_rows;
-}
-
-void FfnRunner::last_overflow_rows_into(std::uint32_t* pinned_host) const {
-  const Impl& impl = *m_impl;
-  if (!impl.counts_pending) {
-    *pinned_host = static_cast<std::uint32_t>(impl.last_rows);
-    return;
-  }
-  TWELL_CUDA_CHECK(cudaMemcpyAsync(pinned_host, impl.overflow_state.data(), sizeof(std::uint32_t),
-                                   cudaMemcpyDeviceToHost, impl.stream));
 }
 
 std::optional<std::uint64_t> FfnRunner::last_overflow_tiles() const {

@@ -251,7 +251,7 @@ TEST(TwellFfnRunner, TagsEachLaunchGroup) {
 }
 
 // The unbounded route recomputes nothing, so it tags no overflow group, yet it counts the rows over
-// C's capacity: when asked (after the gate), and queued into host memory for a forward.
+// C's capacity: when asked (after the gate), and in the caller's host memory where a forward gives it.
 TEST(TwellFfnRunner, TheUnboundedRouteRecomputesNothingAndStillCountsTheRowsOverCapacity) {
   TWELL_REQUIRE_CUDA_DEVICE();
   const ControlledFfn problem =
@@ -270,29 +270,32 @@ TEST(TwellFfnRunner, TheUnboundedRouteRecomputesNothingAndStillCountsTheRowsOver
   runner.set_twell_kernels(
       {cuda::GateKernel::Auto, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Unbounded});
   RecordingTracer tracer;
-  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), &tracer, TraceTag{});
+  cuda::PinnedBuffer<std::uint32_t> counters(2);
+  counters.data()[0] = counters.data()[1] = 0xdeadbeefu;
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), &tracer, TraceTag{},
+               counters.data());
   EXPECT_EQ(tracer.ops, (std::vector<std::string>{"gate_pack", "up_down"}));
-  cuda::PinnedBuffer<std::uint32_t> queued(1);
-  queued.data()[0] = 0xdeadbeefu;
-  runner.last_overflow_rows_into(queued.data());
   EXPECT_EQ(runner.last_twell_kernels().gate, cuda::GateKernel::CublasPack);  // Auto: the gate it needs
   EXPECT_EQ(runner.last_twell_kernels().overflow, cuda::OverflowRoute::Unbounded);
   EXPECT_EQ(runner.last_overflow_rows(), at_c8.overflow_rows.size());
   EXPECT_EQ(runner.last_overflow_tiles(), std::optional<std::uint64_t>(at_c8.overflow_tiles));
   EXPECT_EQ(runner.last_overflow_row_indices(), at_c8.overflow_rows);
   TWELL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-  EXPECT_EQ(queued.data()[0], at_c8.overflow_rows.size());
+  EXPECT_EQ(counters.data()[0], at_c8.overflow_rows.size());
+  EXPECT_EQ(counters.data()[1], at_c8.overflow_tiles);
   const ErrorMetrics error = compare_outputs(fp32, download_bf16(out.data(), 300, 128));
   EXPECT_LE(error.rel_frobenius, 2e-2);
   EXPECT_GE(error.cosine, 0.999);
 
-  // A bounded route's count is known when twell() returns: queued at once.
+  // A bounded route's counts are there when twell() returns: it read them to size the recomputation.
   runner.set_twell_kernels(
       {cuda::GateKernel::CublasPack, cuda::UpDownKernel::Auto, cuda::OverflowRoute::Dense});
-  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), nullptr, TraceTag{});
-  queued.data()[0] = 0xdeadbeefu;
-  runner.last_overflow_rows_into(queued.data());
-  EXPECT_EQ(queued.data()[0], at_c8.overflow_rows.size());
+  counters.data()[0] = counters.data()[1] = 0xdeadbeefu;
+  runner.twell(device.weights(), FfnOptions{}, x.data(), 300, out.data(), nullptr, TraceTag{},
+               counters.data());
+  EXPECT_EQ(counters.data()[0], at_c8.overflow_rows.size());
+  EXPECT_EQ(counters.data()[1], at_c8.overflow_tiles);
+  EXPECT_EQ(runner.last_overflow_rows(), at_c8.overflow_rows.size());
 
   // It packs the cuBLAS gate's pre-activations, and only a CTA consumer reads the unbounded layout.
   int ordinal = 0;

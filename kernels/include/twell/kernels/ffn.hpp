@@ -127,8 +127,12 @@ class FfnRunner {
   /// Except under OverflowRoute::Unbounded, the host waits for the gate kernel (not for the
   /// consumer, which keeps the GPU busy meanwhile) to size the recomputation of overflowing rows, so
   /// a call cannot be stream-captured; the count is then known: last_overflow_rows().
+  /// The gate's counters (overflowing rows, then tiles) go to the host from a side stream, into
+  /// `counters_host` where given: two words of pinned (cudaMallocHost) memory, readable once this
+  /// runner's stream has passed the call and read by last_overflow_rows() until the next call. A
+  /// forward keeps every layer's counts this way with nothing on its stream between the layers.
   void twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x, int tokens,
-             __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag);
+             __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag, std::uint32_t* counters_host = nullptr);
 
   /// Selects the TwELL kernels of later twell() calls (default: Auto for both). Requesting Sm90 where
   /// it is unavailable makes twell() throw twell::Error (Kind::Unsupported).
@@ -150,10 +154,6 @@ class FfnRunner {
   /// returned, so this does not synchronise there: a forward queues its next layer while the
   /// consumer still runs. After an Unbounded call it waits for the gate's counters.
   std::uint64_t last_overflow_rows() const;
-  /// Queues, on the runner's stream, last_overflow_rows()'s count into `pinned_host` (cudaMallocHost
-  /// memory), readable once the stream has passed this point; where the count is known already it is
-  /// written at once. A forward keeps every layer's count this way without waiting per layer.
-  void last_overflow_rows_into(std::uint32_t* pinned_host) const;
   /// (row, tile) pairs of the last twell() call that had more non-zeros than capacity; empty when the
   /// gate kernel that ran only flags rows (the Hopper kernel clamps counts without counting tiles).
   /// Known when the row count is.

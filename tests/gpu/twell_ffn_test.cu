@@ -528,13 +528,14 @@ TEST(FfnDispatch, CublasGateOnlyWhereItMeasuredFaster) {
 TEST(FfnDispatch, UnboundedRouteOnlyWhereItMeasuredFaster) {
   // Every row in the unbounded layout where the forward measured it faster end to end on that GPU
   // model (nearest measured token count, log scale); nowhere on a model never measured.
-  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 1));
-  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 64));
-  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 128));
-  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 200));  // nearer 256
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 1));  // nearest 64
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 64));
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 128));
+  EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 200));
   EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 256));
   EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 512));
   EXPECT_TRUE(cuda::overflow_unbounded_preferred_for("NVIDIA H100 80GB HBM3", 1024));
+  EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H200", 64));
   EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("NVIDIA H200", 256));
   EXPECT_FALSE(cuda::overflow_unbounded_preferred_for("", 256));
 }

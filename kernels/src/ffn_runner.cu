@@ -39,8 +39,8 @@ struct FfnRunner::Impl {
   DeviceBuffer<std::uint32_t> tail_balance_plan;
   DeviceBuffer<float> tail_balance_partials;
   PinnedBuffer<std::uint32_t> own_counters_host{2};
-  std::uint32_t* counters_host =
-      nullptr;  // where the last call's counters went: own_counters_host or the caller's
+  // Where the last call's counters went: own_counters_host, or the caller's pinned slot.
+  std::uint32_t* counters_host = nullptr;
   Event counters_ready{false};
   // The dense recomputation of overflowing rows runs beside the consumer, which skips those rows:
   // on its own high-priority stream, from the gate's completion, joined back before the FFN returns.

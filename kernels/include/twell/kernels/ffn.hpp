@@ -129,8 +129,9 @@ class FfnRunner {
   /// a call cannot be stream-captured; the count is then known: last_overflow_rows().
   /// The gate's counters (overflowing rows, then tiles) go to the host from a side stream, into
   /// `counters_host` where given: two words of pinned (cudaMallocHost) memory, readable once this
-  /// runner's stream has passed the call and read by last_overflow_rows() until the next call. A
-  /// forward keeps every layer's counts this way with nothing on its stream between the layers.
+  /// runner's stream has passed the call. last_overflow_rows() reads them there until the next call,
+  /// so they must live until then. A forward keeps every layer's counts this way with nothing on its
+  /// stream between the layers.
   void twell(const FfnDeviceWeights& weights, const FfnOptions& options, const __nv_bfloat16* x, int tokens,
              __nv_bfloat16* out, Tracer* tracer, const TraceTag& tag, std::uint32_t* counters_host = nullptr);
 

@@ -10,8 +10,8 @@ namespace twell {
 namespace {
 
 constexpr std::array<std::string_view, 4> kGateNames = {"auto", "portable", "sm90", "cublas_pack"};
-constexpr std::array<std::string_view, 4> kUpDownNames = {"auto", "per_token_cta", "balanced_cta",
-                                                          "per_token_warp"};
+constexpr std::array<std::string_view, 5> kUpDownNames = {"auto", "per_token_cta", "balanced_cta",
+                                                          "per_token_warp", "union_sm90"};
 constexpr std::array<std::string_view, 4> kOverflowNames = {"auto", "dense", "sparse", "unbounded"};
 
 std::string known(std::span<const std::string_view> names, std::string_view part, std::string_view what) {

@@ -16,6 +16,7 @@
 #include "twell/kernels/twell_overflow.hpp"
 #include "twell/kernels/twell_pack_dense.hpp"
 #include "twell/kernels/twell_up_down.hpp"
+#include "twell/kernels/twell_up_down_union.hpp"
 #include "twell/twell_format.hpp"
 #include "twell_dispatch_gate.hpp"
 
@@ -27,6 +28,7 @@ struct FfnRunner::Impl {
   DenseFfn dense;
   DeviceBuffer<std::uint32_t> packed;                   ///< [M, N_padded / C]
   DeviceBuffer<std::uint32_t> h_packed;                 ///< packed's shape: the split consumer's h
+  DeviceBuffer<std::uint32_t> union_workspace;          ///< the union consumer's unions and entries
   DeviceBuffer<__nv_bfloat16> gate_preactivations;      ///< [M, N]: GateKernel::CublasPack's GEMM output
   DeviceBuffer<std::uint32_t> balance_plan;             ///< the consumer's pieces balanced by non-zeros
   DeviceBuffer<float> balance_partials;                 ///< [slots, D]: split tokens' partial outputs
@@ -183,6 +185,9 @@ FfnWorkspaceBytes ffn_workspace_bytes(const FfnWorkspaceRequest& request, int de
       unbounded ? unbounded_packed_words(rows, padded)
                 : packed_words(rows, padded, std::max<std::uint32_t>(request.compression, 2));
   bytes.packed = (packed_buffer_words + 2 + 2 * rows) * kWord;
+  if (consumer == UpDownKernel::UnionSm90)
+    bytes.packed +=
+        union_workspace_words(request.tokens, padded, static_cast<int>(packed_buffer_words / rows)) * kWord;
   if (!unbounded) bytes.overflow_rows = 2 * rows * hidden * kBf16;
   if (gate == GateKernel::CublasPack) bytes.gate_output = rows * neurons * kBf16;
   if (consumer == UpDownKernel::BalancedCta)
@@ -213,8 +218,8 @@ FfnWorkspaceBytes FfnRunner::workspace_bytes() const {
   const Impl& impl = *m_impl;
   FfnWorkspaceBytes bytes;
   bytes.dense = impl.dense.workspace_bytes();
-  bytes.packed =
-      impl.packed.bytes() + impl.h_packed.bytes() + impl.overflow_state.bytes() + impl.overflow_rows.bytes();
+  bytes.packed = impl.packed.bytes() + impl.h_packed.bytes() + impl.union_workspace.bytes() +
+                 impl.overflow_state.bytes() + impl.overflow_rows.bytes();
   bytes.overflow_rows = impl.tail_input.bytes() + impl.tail_output.bytes();
   bytes.gate_output = impl.gate_preactivations.bytes();
   bytes.balance = impl.balance_plan.bytes() + impl.balance_partials.bytes();
@@ -241,7 +246,8 @@ TwellKernels twell_kernels_from_request(const TwellKernelRequest& request) {
   constexpr GateKernel kGates[] = {GateKernel::Auto, GateKernel::Portable, GateKernel::Sm90,
                                    GateKernel::CublasPack};
   constexpr UpDownKernel kConsumers[] = {UpDownKernel::Auto, UpDownKernel::PerTokenCta,
-                                         UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp};
+                                         UpDownKernel::BalancedCta, UpDownKernel::PerTokenWarp,
+                                         UpDownKernel::UnionSm90};
   constexpr OverflowRoute kRoutes[] = {OverflowRoute::Auto, OverflowRoute::Dense, OverflowRoute::Sparse,
                                        OverflowRoute::Unbounded};
   return {kind_named(request.gate, kGates, "gate kernel"),
@@ -325,9 +331,22 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     throw Error(Error::Kind::Unsupported,
                 "TwELL FFN: the one-warp-per-token up/down kernel needs hidden <= 2048 (got " +
                     std::to_string(weights.hidden) + ")");
+  if (up_down == UpDownKernel::UnionSm90) {
+    if (!up_down_union_available(device))
+      throw Error(Error::Kind::Unsupported,
+                  "TwELL FFN: the union consumer needs an sm_90a build on a compute capability 9.0 device");
+    if (options.highest_precision || weights.hidden % 256 != 0 || padded > 16384)
+      throw Error(Error::Kind::Unsupported,
+                  "TwELL FFN: the union consumer runs in default precision, with a hidden size that is a "
+                  "multiple of 256 and at most 16384 padded neurons");
+  }
   const bool unbounded = takes_unbounded_route(impl.requested.overflow, gate, up_down, device, tokens);
-  impl.packed.ensure(unbounded ? unbounded_packed_words(rows, padded)
-                               : packed_words(rows, padded, compression));
+  const std::size_t packed_buffer_words =
+      unbounded ? unbounded_packed_words(rows, padded) : packed_words(rows, padded, compression);
+  impl.packed.ensure(packed_buffer_words);
+  if (up_down == UpDownKernel::UnionSm90)
+    impl.union_workspace.ensure(
+        union_workspace_words(tokens, padded, static_cast<int>(packed_buffer_words / rows)));
   impl.overflow_state.ensure(2 + rows);
   impl.overflow_rows.ensure(rows);
   std::uint32_t* row_flags = impl.overflow_state.data() + 2;
@@ -426,6 +445,10 @@ void FfnRunner::twell(const FfnDeviceWeights& weights, const FfnOptions& options
     if (up_down == UpDownKernel::BalancedCta)
       attach_balance_workspace(consume, tokens, weights.hidden, impl.balance_plan, impl.balance_partials);
     if (impl.last_split) consume.h_packed = impl.h_packed.data();
+    if (up_down == UpDownKernel::UnionSm90) {
+      consume.union_workspace = impl.union_workspace.data();
+      consume.union_workspace_words = impl.union_workspace.size();
+    }
     launch_twell_up_down(consume, stream);
     // Whatever follows on the stream (the next call's clearing of the state among it) comes after the
     // copy, which finished long before the consumer.

@@ -52,6 +52,15 @@ std::vector<KernelVariant> kernel_variants() {
       {"twell_up_down_warp_kernel", kOurs, "twell", "up_down", "sm_80+",
        "fused consumer, persistent warps, one token each with the next token's x and packed row prefetched "
        "(cp.async); ballot-compacted entry list, 2 non-zeros in flight, shuffle reductions; hidden <= 2048"},
+      {"twell_union_pass_kernel", kOurs, "twell", "up_down", "any",
+       "the union consumer's first pass (on request: union_sm90): per block of 128 tokens the union of live "
+       "neurons, each non-zero grouped by its union position, and the up GEMM's work items"},
+      {"twell_union_up_kernel", kOurs, "twell", "up_down", "sm_90a (compute capability 9.0)",
+       "union consumer: persistent wgmma m64n256k16 GEMM of each block's x against its union's up rows "
+       "(gathered by cp.async into a 128-byte-swizzled mbarrier ring), h = bf16(g bf16(u)) per non-zero"},
+      {"twell_union_down_kernel", kOurs, "twell", "up_down", "sm_90a (compute capability 9.0)",
+       "union consumer: persistent wgmma GEMM of each block's h (scattered into zeroed A tiles) against "
+       "its union's Wd^T rows (N-major, gathered by cp.async), 256 output columns per item"},
       {"move_rows_kernel", kOurs, "twell", "overflow_dense", "any",
        "rows with an overflowing tile gathered into a dense batch, and their outputs scattered back"},
       {"cuBLASLt bf16 GEMM", kLibrary, "twell", "overflow_dense", "any",

@@ -40,6 +40,7 @@
 #include "twell/error.hpp"
 #include "twell/kernels/cuda_check.hpp"
 #include "twell/kernels/twell_up_down.hpp"
+#include "twell/kernels/twell_up_down_union.hpp"
 #include "twell/twell_format.hpp"
 #include "twell_up_down_balance.cuh"
 #include "twell_up_down_math.cuh"
@@ -553,6 +554,8 @@ const char* to_string(UpDownKernel kernel) noexcept {
       return "balanced_cta";
     case UpDownKernel::PerTokenWarp:
       return "per_token_warp";
+    case UpDownKernel::UnionSm90:
+      return "union_sm90";
   }
   return "unknown";
 }
@@ -592,6 +595,15 @@ void launch_twell_up_down(const UpDownArgs& args, cudaStream_t stream) {
     if (!up_down_per_token_warp_supported(args.hidden))
       fail("the one-warp-per-token consumer needs hidden <= 2048 (got " + std::to_string(args.hidden) + ")");
     launch_twell_up_down_per_token_warp(args, stream);
+    return;
+  }
+  if (kernel == UpDownKernel::UnionSm90) {
+    int device = 0;
+    TWELL_CUDA_CHECK(cudaGetDevice(&device));
+    if (!up_down_union_available(device))
+      fail("the union consumer needs an sm_90a build on a compute capability 9.0 device");
+    if (const std::string refusal = up_down_union_refusal(args); !refusal.empty()) fail(refusal);
+    launch_twell_up_down_union(args, stream);
     return;
   }
 

@@ -89,7 +89,7 @@ void add_options(CLI::App& app, Settings& s) {
       ->check(CLI::IsMember({"auto", "never", "always"}));
   app.add_option("--variants", s.variants,
                  "TwELL kernels timed besides Auto: "
-                 "{portable,sm90,cublas_pack}/{cta,balanced,warp}[/{dense,sparse,unbounded}], "
+                 "{portable,sm90,cublas_pack}/{cta,balanced,warp,union}[/{dense,sparse,unbounded}], "
                  "the last the route of overflowing rows (default: every gate and consumer that run here)")
       ->delimiter(',');
 }
@@ -226,6 +226,8 @@ twell::cuda::TwellKernels parse_variant(const std::string& text) {
     kernels.up_down = twell::cuda::UpDownKernel::BalancedCta;
   else if (consumer == "warp")
     kernels.up_down = twell::cuda::UpDownKernel::PerTokenWarp;
+  else if (consumer == "union")
+    kernels.up_down = twell::cuda::UpDownKernel::UnionSm90;
   else
     throw twell::Error(twell::Error::Kind::InvalidInput,
                        "--variants: unknown up/down kernel '" + consumer + "'");

@@ -320,7 +320,7 @@ TEST(ReportIo, WrongTypesNameTheJsonPath) {
   document["config"]["twellKernels"] = "sm90/fastest";
   EXPECT_NE(document_error(document).find(
                 "$.config.twellKernels: TwELL kernels: \"fastest\" is not an up/down kernel (one of auto, "
-                "per_token_cta, balanced_cta, per_token_warp)"),
+                "per_token_cta, balanced_cta, per_token_warp, union_sm90)"),
             std::string::npos)
       << document_error(document);
 

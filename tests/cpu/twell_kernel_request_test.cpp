@@ -54,7 +54,7 @@ TEST(TwellKernelRequest, UnknownNamesAndExtraPartsAreRefusedWithTheChoices) {
             "TwELL kernels: \"sm100\" is not a gate kernel (one of auto, portable, sm90, cublas_pack)");
   EXPECT_EQ(parse_error("sm90/cta"),
             "TwELL kernels: \"cta\" is not an up/down kernel (one of auto, per_token_cta, balanced_cta, "
-            "per_token_warp)");
+            "per_token_warp, union_sm90)");
   EXPECT_EQ(parse_error("sm90/auto/drop"),
             "TwELL kernels: \"drop\" is not a route for overflowing rows (one of auto, dense, sparse, "
             "unbounded)");

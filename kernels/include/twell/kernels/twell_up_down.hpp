@@ -16,14 +16,16 @@ namespace twell::cuda {
 
 /// Which consumer kernel runs. Both compute the same function with the same rounding points.
 enum class UpDownKernel {
-  Auto,         ///< BalancedCta (see resolve_up_down_kernel)
-  PerTokenCta,  ///< one CTA per token, D spread over the CTA's threads (any hidden size)
-  BalancedCta,  ///< PerTokenCta's kernel over pieces of tokens balanced by non-zeros where few tokens
-                ///< share each resident CTA slot (up_down_balance_sizes), one CTA per token elsewhere
-  PerTokenWarp  ///< persistent warps, one token at a time with the next prefetched (hidden <= 2048)
+  Auto,          ///< BalancedCta (see resolve_up_down_kernel)
+  PerTokenCta,   ///< one CTA per token, D spread over the CTA's threads (any hidden size)
+  BalancedCta,   ///< PerTokenCta's kernel over pieces of tokens balanced by non-zeros where few tokens
+                 ///< share each resident CTA slot (up_down_balance_sizes), one CTA per token elsewhere
+  PerTokenWarp,  ///< persistent warps, one token at a time with the next prefetched (hidden <= 2048)
+  UnionSm90      ///< sm_90a: wgmma GEMMs over each 128-token block's union of live neurons
+                 ///< (twell_up_down_union.hpp); default precision, hidden a multiple of 256
 };
 
-/// "auto", "per_token_cta", "balanced_cta", "per_token_warp"
+/// "auto", "per_token_cta", "balanced_cta", "per_token_warp", "union_sm90"
 const char* to_string(UpDownKernel kernel) noexcept;
 
 struct UpDownArgs {
@@ -52,6 +54,9 @@ struct UpDownArgs {
   std::size_t balance_plan_words = 0;
   float* balance_partials = nullptr;  ///< split tokens' fp32 partial outputs, summed by a second pass
   std::size_t balance_partial_elements = 0;
+  /// UnionSm90: the unions and the non-zeros grouped by union position (union_workspace_words).
+  std::uint32_t* union_workspace = nullptr;
+  std::size_t union_workspace_words = 0;
 };
 
 /// The workspace of the balanced CTA-per-token consumer; all zero where `rows` tokens already give

@@ -20,6 +20,7 @@ namespace twell::cuda {
 namespace {
 
 constexpr int kPassThreads = 512;
+constexpr int kPassBatch = 8;
 constexpr int kBlockTokens = static_cast<int>(kTwellUnionBlockTokens);
 
 struct UnionPassParams {
@@ -31,7 +32,8 @@ struct UnionPassParams {
 
 // Calls visit(token within the block, entry word) for every counted entry of the block's unflagged rows,
 // one warp per token and one lane per tile, so that a token's tiles are read in parallel (a warp walking
-// the tiles in turn waits on one dependent load per tile).
+// the tiles in turn waits on one dependent load per tile). On an H100 at M 131072, 2 %, the pass took 1.04
+// ms with one load per visited entry (ncu: 92 % of cycles with no warp eligible).
 template <typename Visit>
 __device__ __forceinline__ void for_each_entry(const UnionPassParams& p, int first, int tokens, Visit visit) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -42,7 +44,16 @@ __device__ __forceinline__ void for_each_entry(const UnionPassParams& p, int fir
     for (int tile = lane; tile < p.tiles; tile += 32) {
       const std::uint32_t* tile_words = words + tile * p.slots;
       const int count = min(static_cast<int>(tile_words[0]), p.capacity);
-      for (int slot = 1; slot <= count; ++slot) visit(t, tile_words[slot]);
+      // kPassBatch entries loaded before any is visited: one load latency per batch, not per entry
+      // (the visits' shared-memory atomics would otherwise keep the next load from being issued).
+      for (int slot = 1; slot <= count; slot += kPassBatch) {
+        std::uint32_t batch[kPassBatch];
+#pragma unroll
+        for (int j = 0; j < kPassBatch; ++j) batch[j] = slot + j <= count ? __ldg(tile_words + slot + j) : 0u;
+#pragma unroll
+        for (int j = 0; j < kPassBatch; ++j)
+          if (slot + j <= count) visit(t, batch[j]);
+      }
     }
   }
 }

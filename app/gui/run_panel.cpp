@@ -86,7 +86,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
     return box;
   };
   m_gateKernel = kernelChoice(twell::twell_gate_kernel_names(), tr("The gate GEMM + pack kernel"));
-  m_upDownKernel = kernelChoice(twell::twell_up_down_kernel_names(), tr("The fused up/down consumer"));
+  m_upDownKernel = kernelChoice(twell::twell_up_down_kernel_names(), tr("The up/down consumer"));
   m_overflowRoute =
       kernelChoice(twell::twell_overflow_route_names(), tr("What happens to rows that overflow a tile"));
   auto* kernels = new QHBoxLayout;
